@@ -1,0 +1,3 @@
+"""distributor core library."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,194 @@
+"""Logical path rules shared by bundles, state and storage (core-semantics §1.3, §8.1; resolutions A1).
+
+A logical path is slash-separated and relative to a backend root. Storage paths may name the
+state file itself; source bundle and output paths may not use reserved names.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+
+MANIFEST_NAME = "manifest.json"
+STATE_FILE_NAME = ".distributor.json"
+JOURNAL_NAME = ".distributor.pending.json"
+LOCK_NAME = ".distributor.lock"
+TEMP_PREFIX = ".distributor-tmp-"
+BACKUP_PREFIX = ".distributor-bak-"
+
+#: Names distributor owns inside destinations. They are invisible to has-any, unmanaged-content
+#: checks and unmanaged reports, and are never valid output or source bundle paths.
+INTERNAL_NAMES = frozenset({STATE_FILE_NAME, JOURNAL_NAME, LOCK_NAME})
+_INTERNAL_PREFIXES = (TEMP_PREFIX, BACKUP_PREFIX)
+
+
+class PathError(ValueError):
+    """A logical path breaks the path rules; the message says which rule."""
+
+
+def is_reserved_name(name: str) -> bool:
+    """True for a single path segment that distributor reserves inside destinations."""
+    return name in INTERNAL_NAMES or name.startswith(_INTERNAL_PREFIXES)
+
+
+def is_reserved_path(path: str) -> bool:
+    """True when any segment of ``path`` is a reserved name."""
+    return any(is_reserved_name(seg) for seg in path.split("/"))
+
+
+def is_temp_or_backup_name(name: str) -> bool:
+    return name.startswith(_INTERNAL_PREFIXES)
+
+
+def _has_bad_character(path: str) -> str | None:
+    for ch in path:
+        code = ord(ch)
+        if code < 0x20 or code == 0x7F:
+            return "path must not contain control characters"
+        if 0xD800 <= code <= 0xDFFF:
+            return "path must not contain unpaired surrogates"
+    return None
+
+
+def check_path(path: str) -> str | None:
+    """Return the first broken rule of a storage logical path, or ``None`` when it is valid."""
+    if not isinstance(path, str):
+        return "path must be a string"
+    if path == "":
+        return "path is required"
+    if path.startswith("/"):
+        return "path must be relative"
+    if "\\" in path:
+        return "path must not contain backslashes"
+    bad = _has_bad_character(path)
+    if bad:
+        return bad
+    for segment in path.split("/"):
+        if segment == "":
+            return "path must not contain empty segments"
+        if segment in (".", ".."):
+            return 'path must not contain "." or ".." segments'
+    return None
+
+
+def validate_path(path: str) -> str:
+    """Validate a storage logical path (reserved names allowed) and return it."""
+    problem = check_path(path)
+    if problem:
+        raise PathError(problem)
+    return path
+
+
+def validate_prefix(prefix: str) -> str:
+    """``""`` (the backend root) or a valid logical path."""
+    if prefix == "":
+        return prefix
+    return validate_path(prefix)
+
+
+def check_bundle_path(path: str) -> str | None:
+    """Rules for a source bundle file path or a destination output path."""
+    problem = check_path(path)
+    if problem:
+        return problem
+    segments = path.split("/")
+    if segments[-1] == MANIFEST_NAME:
+        return f'path must not use reserved name "{MANIFEST_NAME}"'
+    for segment in segments:
+        if is_reserved_name(segment):
+            return f'path must not use reserved name "{segment}"'
+    return None
+
+
+def validate_bundle_path(path: str) -> str:
+    problem = check_bundle_path(path)
+    if problem:
+        raise PathError(problem)
+    return path
+
+
+def join(prefix: str, path: str) -> str:
+    """Join a validated prefix and path (``join("", "a") == "a"``)."""
+    validate_prefix(prefix)
+    validate_path(path)
+    return path if prefix == "" else f"{prefix}/{path}"
+
+
+def join_prefix(prefix: str, path: str) -> str:
+    """Like :func:`join` but ``path`` may be ``""`` (returns the prefix)."""
+    validate_prefix(prefix)
+    validate_prefix(path)
+    if path == "":
+        return prefix
+    return path if prefix == "" else f"{prefix}/{path}"
+
+
+def display_path(path: str) -> str:
+    return "." if path == "" else path
+
+
+def state_path(bundle: str) -> str:
+    return join(bundle, STATE_FILE_NAME)
+
+
+def journal_path(bundle: str) -> str:
+    return join(bundle, JOURNAL_NAME)
+
+
+def lock_path(bundle: str) -> str:
+    return join(bundle, LOCK_NAME)
+
+
+def parent(path: str) -> str:
+    """Parent logical directory (``""`` for a top-level entry)."""
+    head, _, _ = path.rpartition("/")
+    return head
+
+
+def basename(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """True when ``path`` is ``prefix`` or below it, by whole segments (``""`` covers all)."""
+    if prefix == "":
+        return True
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def relative_to(path: str, prefix: str) -> str:
+    if prefix == "":
+        return path
+    if path == prefix:
+        return ""
+    if not path.startswith(prefix + "/"):
+        raise PathError(f"{path} is not under {prefix}")
+    return path[len(prefix) + 1 :]
+
+
+def sibling_temp_path(final_path: str) -> str:
+    """A reserved temporary name in the directory of ``final_path``."""
+    return _sibling(final_path, TEMP_PREFIX)
+
+
+def sibling_backup_path(final_path: str) -> str:
+    return _sibling(final_path, BACKUP_PREFIX)
+
+
+def _sibling(final_path: str, prefix: str) -> str:
+    name = prefix + secrets.token_hex(8)
+    directory = parent(final_path)
+    return name if directory == "" else f"{directory}/{name}"
+
+
+def managed_output_targets(bundle: str, outputs: Iterable[str]) -> list[str]:
+    """Storage targets of managed outputs (never the state file). Any invalid path fails the call."""
+    validate_prefix(bundle)
+    return [join(bundle, output) for output in list(outputs)]
+
+
+def managed_bundle_targets(bundle: str, outputs: Iterable[str]) -> list[str]:
+    """Managed outputs followed by the bundle's state file."""
+    targets = managed_output_targets(bundle, outputs)
+    targets.append(state_path(bundle))
+    return targets

@@ -1,0 +1,1 @@
+"""Dagster integration for distributor."""
