@@ -1,1 +1,3 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration: real test peers are session fixtures in tests/peers/."""
+
+pytest_plugins = ["tests.peers.sshd", "tests.peers.moto"]

@@ -1,0 +1,1 @@
+"""moto S3 server test peer (session fixture)."""

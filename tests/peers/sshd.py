@@ -1,0 +1,1 @@
+"""OpenSSH sshd test peer (session fixture)."""
