@@ -1,0 +1,67 @@
+"""The source bundle contract: manifest model, canonical digest, parse/marshal, validation
+(manifest-only and on disk), ``build_manifest``, ``write_manifest`` and ``write_bundle``.
+
+See ``docs/integrations/source-bundle.md`` for the producer contract and
+``docs/consumers/bundle.md`` for the Python producer API.
+"""
+
+from distributor_core.bundle.codec import manifest_from_obj, manifest_to_obj, marshal_manifest, parse_manifest
+from distributor_core.bundle.digest import (
+    DIGEST_PREFIX,
+    ProgressCallback,
+    bundle_digest,
+    canonical_file_payload,
+    digest_chunks,
+    digest_problem,
+    file_digest,
+    is_digest,
+    validate_digest,
+)
+from distributor_core.bundle.errors import BundleError, BundlePathError, BundleValidationError, ManifestError
+from distributor_core.bundle.model import (
+    MANIFEST_NAME,
+    SCHEMA_VERSION,
+    STATE_FILE_NAME,
+    BundleFile,
+    Manifest,
+    ManifestFile,
+)
+from distributor_core.bundle.paths import source_path_problem, validate_source_path
+from distributor_core.bundle.validate import (
+    ManifestIdentity,
+    manifest_identity,
+    manifests_equal,
+    validate_manifest,
+)
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "MANIFEST_NAME",
+    "SCHEMA_VERSION",
+    "STATE_FILE_NAME",
+    "BundleError",
+    "BundleFile",
+    "BundlePathError",
+    "BundleValidationError",
+    "Manifest",
+    "ManifestError",
+    "ManifestFile",
+    "ManifestIdentity",
+    "ProgressCallback",
+    "bundle_digest",
+    "canonical_file_payload",
+    "digest_chunks",
+    "digest_problem",
+    "file_digest",
+    "is_digest",
+    "manifest_from_obj",
+    "manifest_identity",
+    "manifest_to_obj",
+    "manifests_equal",
+    "marshal_manifest",
+    "parse_manifest",
+    "source_path_problem",
+    "validate_digest",
+    "validate_manifest",
+    "validate_source_path",
+]

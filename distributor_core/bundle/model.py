@@ -1,0 +1,64 @@
+"""The manifest model: constants and frozen dataclasses (core-semantics §1.2, interfaces §4.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from distributor_core import paths as lp
+from distributor_core.bundle.errors import ManifestError
+
+MANIFEST_NAME = lp.MANIFEST_NAME
+STATE_FILE_NAME = lp.STATE_FILE_NAME
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestFile:
+    """One listed file: its bundle path, ``sha256:<hex>`` digest and byte size."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A source bundle manifest.
+
+    ``files`` accepts any sequence and is stored as a tuple; ``created`` must be timezone-aware
+    and is stored in UTC. Construction does not validate; use ``validate_manifest``.
+    """
+
+    schema_version: int
+    id: str
+    digest: str
+    created: datetime
+    files: tuple[ManifestFile, ...] = ()
+
+    def __post_init__(self) -> None:
+        created = self.created
+        if not isinstance(created, datetime):
+            raise ManifestError("manifest created must be a datetime")
+        if created.tzinfo is None or created.utcoffset() is None:
+            raise ManifestError("manifest created must be timezone-aware")
+        object.__setattr__(self, "created", created.astimezone(UTC))
+        if not isinstance(self.files, tuple):
+            object.__setattr__(self, "files", tuple(self.files))
+
+    @property
+    def file_count(self) -> int:
+        return len(self.files)
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files if isinstance(f.size, int))
+
+
+@dataclass(frozen=True, slots=True)
+class BundleFile:
+    """A producer file to copy into a bundle: ``source_path`` on disk, ``path`` in the bundle."""
+
+    source_path: str | Path
+    path: str

@@ -1,0 +1,86 @@
+"""Manifest-only validation, equality and identity (core-semantics §1.7, §1.9).
+
+Rules are checked in the documented order of concern: schema version; required fields (``id``,
+``digest``, ``created``, non-empty ``files``); every file path; duplicate paths; digest syntax of
+every file ``sha256`` and of ``digest``; non-negative sizes; and finally that ``digest`` equals the
+recomputed bundle digest. The first broken rule is raised as a ``ManifestError``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from distributor_core.bundle.digest import bundle_digest, digest_problem
+from distributor_core.bundle.errors import ManifestError
+from distributor_core.bundle.model import SCHEMA_VERSION, Manifest, ManifestFile
+from distributor_core.bundle.paths import source_path_problem
+from distributor_core.jsonfmt import go_json_string, is_json_int
+from distributor_core.timefmt import is_zero
+
+ManifestIdentity = tuple[int, str, str, datetime, tuple[tuple[str, str, int], ...]]
+
+
+def validate_manifest(manifest: Manifest) -> Manifest:
+    """Check every manifest-only rule; return the manifest unchanged when it is valid."""
+    if not is_json_int(manifest.schema_version) or manifest.schema_version != SCHEMA_VERSION:
+        raise ManifestError(f"manifest schema_version must be {SCHEMA_VERSION}")
+    if not isinstance(manifest.id, str) or manifest.id == "":
+        raise ManifestError("manifest id is required")
+    if not isinstance(manifest.digest, str) or manifest.digest == "":
+        raise ManifestError("manifest digest is required")
+    if is_zero(manifest.created):
+        raise ManifestError("manifest created is required")
+    files = manifest.files
+    if not files:
+        raise ManifestError("manifest files is required")
+    for index, record in enumerate(files):
+        if not isinstance(record, ManifestFile):
+            raise ManifestError(f"manifest files[{index}] must be a file record")
+        if record.path == "":
+            raise ManifestError(f"manifest files[{index}].path is required")
+        problem = source_path_problem(record.path)
+        if problem:
+            raise ManifestError(f"manifest files[{index}].path: {problem}")
+    seen: set[str] = set()
+    for index, record in enumerate(files):
+        if record.path in seen:
+            raise ManifestError(f"manifest files[{index}].path duplicates {go_json_string(record.path)}")
+        seen.add(record.path)
+    for index, record in enumerate(files):
+        if record.sha256 == "":
+            raise ManifestError(f"manifest files[{index}].sha256 is required")
+        problem = digest_problem(record.sha256)
+        if problem:
+            raise ManifestError(f"manifest files[{index}].sha256: {problem}")
+    problem = digest_problem(manifest.digest)
+    if problem:
+        raise ManifestError(f"manifest digest: {problem}")
+    for index, record in enumerate(files):
+        if not is_json_int(record.size):
+            raise ManifestError(f"manifest files[{index}].size must be an integer")
+        if record.size < 0:
+            raise ManifestError(f"manifest files[{index}].size must be non-negative")
+    if bundle_digest(files) != manifest.digest:
+        raise ManifestError("manifest digest does not match files")
+    return manifest
+
+
+def manifests_equal(a: Manifest, b: Manifest) -> bool:
+    """Equality used by destination comparison (core-semantics §1.9).
+
+    Schema version, id and digest equal; ``created`` the same instant; the same files, pairwise
+    equal in order.
+    """
+    return manifest_identity(a) == manifest_identity(b)
+
+
+def manifest_identity(manifest: Manifest) -> ManifestIdentity:
+    """Normalised identity (upload idempotency): schema version, id, digest, UTC ``created``
+    (microsecond precision) and the ordered ``(path, sha256, size)`` file records."""
+    return (
+        manifest.schema_version,
+        manifest.id,
+        manifest.digest,
+        manifest.created,
+        tuple((f.path, f.sha256, f.size) for f in manifest.files),
+    )
