@@ -5,6 +5,7 @@ See ``docs/integrations/source-bundle.md`` for the producer contract and
 ``docs/consumers/bundle.md`` for the Python producer API.
 """
 
+from distributor_core.bundle.build import build_manifest, hash_bundle_file, scan_files
 from distributor_core.bundle.codec import manifest_from_obj, manifest_to_obj, marshal_manifest, parse_manifest
 from distributor_core.bundle.digest import (
     DIGEST_PREFIX,
@@ -17,6 +18,7 @@ from distributor_core.bundle.digest import (
     is_digest,
     validate_digest,
 )
+from distributor_core.bundle.disk import MAX_MANIFEST_SIZE, load_manifest, validate_bundle
 from distributor_core.bundle.errors import BundleError, BundlePathError, BundleValidationError, ManifestError
 from distributor_core.bundle.model import (
     MANIFEST_NAME,
@@ -33,10 +35,13 @@ from distributor_core.bundle.validate import (
     manifests_equal,
     validate_manifest,
 )
+from distributor_core.bundle.verify import check_content
+from distributor_core.bundle.write import write_bundle, write_manifest
 
 __all__ = [
     "DIGEST_PREFIX",
     "MANIFEST_NAME",
+    "MAX_MANIFEST_SIZE",
     "SCHEMA_VERSION",
     "STATE_FILE_NAME",
     "BundleError",
@@ -48,20 +53,28 @@ __all__ = [
     "ManifestFile",
     "ManifestIdentity",
     "ProgressCallback",
+    "build_manifest",
     "bundle_digest",
     "canonical_file_payload",
+    "check_content",
     "digest_chunks",
     "digest_problem",
     "file_digest",
+    "hash_bundle_file",
     "is_digest",
+    "load_manifest",
     "manifest_from_obj",
     "manifest_identity",
     "manifest_to_obj",
     "manifests_equal",
     "marshal_manifest",
     "parse_manifest",
+    "scan_files",
     "source_path_problem",
+    "validate_bundle",
     "validate_digest",
     "validate_manifest",
     "validate_source_path",
+    "write_bundle",
+    "write_manifest",
 ]
