@@ -1,0 +1,1 @@
+"""Execution: the destination lock, the intent journal, recovery and the write protocol."""

@@ -1,0 +1,240 @@
+"""Execute a write plan with the protocol of resolutions A1–A2.
+
+1. Build the new state (pure) and write the intent journal.
+2. Stage every output under a reserved temporary name next to its final path, hashing while
+   writing and verifying size and sha256 (object stores skip staging: their writes are atomic).
+3. Move each existing file that will be overwritten to a reserved backup name.
+4. Rename staged files into place (object stores write them now, never clobbering).
+5. Write ``.distributor.json`` atomically, conditional on the revision read at planning.
+6. Delete omitted outputs and backups, then the journal.
+
+Any failure before the state is written rolls the attempt back from the journal: backups are
+restored, files this attempt placed are removed, temporaries are deleted. A failure after it
+leaves the journal for the next writer to roll forward; the publication itself stands.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from distributor_core import paths as lp
+from distributor_core.execute import journal as jr
+from distributor_core.execute.lock import DestinationLock
+from distributor_core.execute.statebuild import build_state
+from distributor_core.plan.model import Action, Plan, PlannedOutput
+from distributor_core.state import marshal_state
+from distributor_core.storage.base import Storage, iter_chunks
+from distributor_core.storage.errors import ErrorKind, StorageError
+
+
+class ExecutionError(Exception):
+    """A plan could not be executed; the destination was rolled back where possible."""
+
+
+@dataclass
+class Progress:
+    """Counts reported to an optional callback while outputs are written."""
+
+    files_total: int = 0
+    bytes_total: int = 0
+    files_done: int = 0
+    bytes_done: int = 0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass
+class ExecutionResult:
+    plan: Plan
+    written: list[PlannedOutput] = field(default_factory=list)
+    bytes_written: int = 0
+    deleted: list[str] = field(default_factory=list)
+    state_path: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Step:
+    output: PlannedOutput
+    final: str
+    temp: str | None
+    backup: str | None
+
+
+def _chunks(source: Storage, source_bundle: str, output: PlannedOutput) -> Iterator[bytes]:
+    if output.content is not None:
+        yield output.content
+        return
+    stream = source.open_read(lp.join(source_bundle, output.source_path))
+    try:
+        yield from iter_chunks(stream)
+    finally:
+        stream.close()
+
+
+def _exists(storage: Storage, path: str) -> bool:
+    return storage.exists(path)
+
+
+def _omitted_deletes(plan: Plan) -> list[str]:
+    """Bundle-relative paths a successful write removes afterwards."""
+    planned = {o.path for o in plan.outputs}
+    if plan.action == Action.FORCE_REPLACE:
+        return list(plan.deletes)
+    if plan.state_mode == "shared_root":
+        return [r.path for r in plan.owner_outputs_to_delete]
+    existing = plan.existing_state
+    if existing is None or plan.merge_retention:
+        return []
+    if plan.action in (Action.REPLACE_OLDER, Action.REPLACE_TAKEOVER):
+        return [o.path for o in existing.outputs if o.path not in planned]
+    return []
+
+
+def _possibly_existing(plan: Plan) -> set[str]:
+    """Planned paths that may already hold a file (so must be backed up before overwriting)."""
+    if plan.action == Action.FORCE_REPLACE:
+        return {o.path for o in plan.outputs}
+    recorded: set[str] = set()
+    if plan.existing_state is not None:
+        recorded.update(o.path for o in plan.existing_state.outputs)
+    if plan.existing_shared_root is not None:
+        recorded.update(o.path for o in plan.existing_shared_root.outputs)
+    return recorded
+
+
+def _settle(destination: Storage, journal: jr.Journal, committed: set[str]) -> jr.Recovery | None:
+    try:
+        return jr.finish(destination, journal, committed=committed)
+    except Exception:
+        return None
+
+
+def execute_plan(
+    plan: Plan,
+    *,
+    source: Storage,
+    destination: Storage,
+    now: datetime,
+    version: str,
+    holder: str = "",
+    lock: DestinationLock | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> ExecutionResult:
+    if not plan.action.executable:
+        raise ExecutionError(f"cannot execute action {plan.action.value}: {plan.reason}")
+    bundle = plan.bundle_path
+    state = build_state(plan, now=now, version=version)
+    state_bytes = marshal_state(state)
+    state_path = lp.state_path(bundle)
+
+    candidates = _possibly_existing(plan)
+    stage = destination.atomic_rename
+    steps: list[_Step] = []
+    for output in plan.outputs:
+        final = lp.join(bundle, output.path)
+        existing = output.path in candidates and _exists(destination, final)
+        steps.append(
+            _Step(
+                output=output,
+                final=final,
+                temp=lp.sibling_temp_path(final) if stage else None,
+                backup=lp.sibling_backup_path(final) if existing else None,
+            )
+        )
+    deletes = [lp.join(bundle, p) for p in _omitted_deletes(plan)]
+    journal = jr.new_journal(
+        bundle,
+        state_bytes=state_bytes,
+        writes=[jr.JournalWrite(s.final, s.temp, s.backup) for s in steps],
+        deletes=deletes,
+        holder=holder,
+        now=now,
+    )
+    result = ExecutionResult(plan=plan, state_path=state_path)
+    counts = Progress(files_total=len(steps), bytes_total=sum(s.output.size for s in steps))
+    counts_lock = threading.Lock()
+
+    def write_one(step: _Step, target: str) -> None:
+        destination.write_stream(
+            target,
+            _chunks(source, plan.source_bundle_path, step.output),
+            overwrite=False,
+            expected_size=step.output.size,
+            expected_sha256=step.output.sha256,
+        )
+        with counts_lock:
+            counts.files_done += 1
+            counts.bytes_done += step.output.size
+            if progress is not None:
+                progress(counts)
+
+    def run_writes(pairs: list[tuple[_Step, str]]) -> None:
+        limit = workers if workers is not None else getattr(destination, "max_parallel_writes", 1)
+        if limit <= 1 or len(pairs) <= 1:
+            for step, target in pairs:
+                write_one(step, target)
+            return
+        with ThreadPoolExecutor(max_workers=min(limit, len(pairs))) as pool:
+            futures = [pool.submit(write_one, step, target) for step, target in pairs]
+            errors = []
+            for future in futures:
+                try:
+                    future.result()
+                except BaseException as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+
+    committed: set[str] = set()
+    destination.write_bytes(journal.path, journal.to_bytes(), overwrite=True)
+    try:
+        if stage:
+            run_writes([(s, s.temp) for s in steps if s.temp])
+        for step in steps:
+            if step.backup:
+                try:
+                    destination.rename(step.final, step.backup, overwrite=False)
+                except StorageError as exc:
+                    if exc.kind != ErrorKind.NOT_FOUND:
+                        raise
+        if stage:
+            for step in steps:
+                destination.rename(step.temp, step.final, overwrite=False)
+                committed.add(step.final)
+        else:
+            run_writes([(s, s.final) for s in steps])
+            committed.update(s.final for s in steps)
+        if lock is not None:
+            lock.ensure_held()
+        destination.write_bytes(
+            state_path,
+            state_bytes,
+            overwrite=True,
+            if_revision=plan.state_revision,
+        )
+    except BaseException as failure:
+        # The state file decides: if it holds the new state (an ambiguous failure after the
+        # write landed) the publication stands and is rolled forward, otherwise it is undone.
+        settled = _settle(destination, journal, committed)
+        if settled is None or settled.direction != "forward":
+            raise failure
+        result.deleted = [p for p in settled.removed if p in set(deletes)]
+    else:
+        try:
+            settled = jr.Recovery(bundle, "forward")
+            jr.roll_forward(destination, journal, settled)
+            result.deleted = [p for p in settled.removed if p in set(deletes)]
+        except StorageError as exc:
+            result.warnings.append(
+                f"published, but cleanup of replaced files did not finish ({exc}); the next run completes it"
+            )
+    result.written = [s.output for s in steps]
+    result.bytes_written = counts.bytes_total
+    return result

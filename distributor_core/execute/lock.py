@@ -1,0 +1,258 @@
+"""The destination lock (resolutions A3).
+
+``<bundle path>/.distributor.lock`` is created exclusively (no-clobber link locally, exclusive
+rename over SFTP, ``If-None-Match: *`` on S3) and holds JSON ``{holder, host, pid, acquired_at,
+expires_at, token}``. The holder renews it while it works. A contender waits up to ``wait``
+seconds; a lock past ``expires_at``, or one whose ``host`` is this host and whose ``pid`` is gone,
+may be broken with a conditional overwrite of the exact revision that was judged stale.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from distributor_core import jsonfmt
+from distributor_core import paths as lp
+from distributor_core.storage.base import Storage
+from distributor_core.storage.errors import ErrorKind, StorageError
+from distributor_core.timefmt import Clock, format_seconds, now_seconds, parse_rfc3339, system_clock
+
+DEFAULT_LEASE = 120.0
+DEFAULT_WAIT = 30.0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    holder: str
+    host: str
+    pid: int
+    acquired_at: datetime
+    expires_at: datetime
+    token: str
+
+    def to_bytes(self) -> bytes:
+        return jsonfmt.dumps_indented_bytes(
+            {
+                "holder": self.holder,
+                "host": self.host,
+                "pid": self.pid,
+                "acquired_at": format_seconds(self.acquired_at),
+                "expires_at": format_seconds(self.expires_at),
+                "token": self.token,
+            }
+        )
+
+    @classmethod
+    def parse(cls, data: bytes) -> LockInfo | None:
+        try:
+            obj: dict[str, Any] = jsonfmt.loads_object(data)
+            return cls(
+                holder=str(obj.get("holder", "")),
+                host=str(obj.get("host", "")),
+                pid=int(obj.get("pid", 0)),
+                acquired_at=parse_rfc3339(obj["acquired_at"]),
+                expires_at=parse_rfc3339(obj["expires_at"]),
+                token=str(obj.get("token", "")),
+            )
+        except (jsonfmt.JSONFormatError, KeyError, ValueError, TypeError):
+            return None
+
+
+class DestinationLock:
+    """Context manager holding ``<bundle>/.distributor.lock`` for the duration of a write."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        bundle_path: str,
+        *,
+        holder: str,
+        lease: float = DEFAULT_LEASE,
+        wait: float = DEFAULT_WAIT,
+        clock: Clock | None = None,
+        renew: bool = True,
+    ) -> None:
+        self.storage = storage
+        self.bundle_path = bundle_path
+        self.path = lp.lock_path(bundle_path)
+        self.holder = holder
+        self.lease = lease
+        self.wait = wait
+        self.clock = clock or system_clock
+        self.renew_enabled = renew
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.token = secrets.token_hex(8)
+        self.held = False
+        self.broke_stale = False
+        self.lost: str | None = None
+        self._revision: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._io_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _info(self) -> LockInfo:
+        now = now_seconds(self.clock)
+        return LockInfo(
+            holder=self.holder,
+            host=self.host,
+            pid=self.pid,
+            acquired_at=now,
+            expires_at=now + timedelta(seconds=self.lease),
+            token=self.token,
+        )
+
+    def _display(self) -> str:
+        root = self.storage.root_display.rstrip("/") or "."
+        if self.bundle_path:
+            return f"{root}/{self.bundle_path}" if root != "." else self.bundle_path
+        return root
+
+    def _stale(self, current: LockInfo | None, modified: datetime | None) -> bool:
+        now = now_seconds(self.clock)
+        if current is None:
+            # unreadable lock (a writer died while creating it): stale once a lease has passed
+            return modified is None or modified + timedelta(seconds=self.lease) < now
+        if current.expires_at < now:
+            return True
+        return current.host == self.host and not _pid_alive(current.pid)
+
+    def _read_current(self) -> tuple[LockInfo | None, str | None, datetime | None] | None:
+        try:
+            entry = self.storage.stat(self.path)
+            data = self.storage.read_bytes(self.path, max_size=64 * 1024)
+        except StorageError as exc:
+            if exc.kind == ErrorKind.NOT_FOUND:
+                return None
+            raise
+        return LockInfo.parse(data), entry.revision, entry.mtime
+
+    # ------------------------------------------------------------------ acquire / release
+
+    def acquire(self) -> None:
+        deadline = time.monotonic() + self.wait
+        delay = 0.05
+        current: LockInfo | None = None
+        while True:
+            info = self._info()
+            try:
+                entry = self.storage.write_bytes(self.path, info.to_bytes(), overwrite=False)
+            except StorageError as exc:
+                if exc.kind not in (ErrorKind.ALREADY_EXISTS, ErrorKind.CONFLICT):
+                    raise
+            else:
+                self._acquired(entry.revision)
+                return
+            found = self._read_current()
+            if found is None:
+                continue
+            current, revision, modified = found
+            if self._stale(current, modified) and revision is not None:
+                try:
+                    entry = self.storage.write_bytes(
+                        self.path, self._info().to_bytes(), overwrite=True, if_revision=revision
+                    )
+                except StorageError as exc:
+                    if exc.kind not in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS, ErrorKind.NOT_FOUND):
+                        raise
+                else:
+                    self.broke_stale = True
+                    self._acquired(entry.revision)
+                    return
+            if time.monotonic() >= deadline:
+                who = current.holder if current else "an unknown writer"
+                since = format_seconds(current.acquired_at) if current else "an unknown time"
+                raise StorageError(
+                    "lock",
+                    self.storage.backend,
+                    self.path,
+                    ErrorKind.CONFLICT,
+                    message=f"destination {self._display()} is locked by {who} since {since}",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _acquired(self, revision: str | None) -> None:
+        self.held = True
+        try:
+            self._revision = revision or self.storage.stat(self.path).revision
+        except StorageError:
+            self._revision = None
+        if self.renew_enabled:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._renew_loop, name="distributor-lock-renew", daemon=True)
+            self._thread.start()
+
+    def _renew_loop(self) -> None:
+        interval = max(self.lease / 4, 0.05)
+        while not self._stop.wait(interval):
+            try:
+                self.renew()
+            except Exception as exc:
+                self.lost = f"could not renew destination lock: {exc}"
+                return
+
+    def renew(self) -> None:
+        with self._io_lock:
+            if not self.held or self.lost:
+                return
+            found = self._read_current()
+            if found is None or found[0] is None or found[0].token != self.token:
+                self.lost = f"destination {self._display()} lock was taken over by another writer"
+                return
+            entry = self.storage.write_bytes(
+                self.path, self._info().to_bytes(), overwrite=True, if_revision=found[1]
+            )
+            self._revision = entry.revision
+
+    def ensure_held(self) -> None:
+        """Raise a ``conflict`` error when the lock was lost (expired and taken by another writer)."""
+        if self.lost:
+            raise StorageError("lock", self.storage.backend, self.path, ErrorKind.CONFLICT, message=self.lost)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        with self._io_lock:
+            if not self.held:
+                return
+            self.held = False
+            try:
+                found = self._read_current()
+                if found is not None and found[0] is not None and found[0].token == self.token:
+                    self.storage.delete_file(self.path)
+                    self.storage.prune_empty_parents(self.path)
+            except StorageError:
+                pass  # an expired lock is harmless; the next writer breaks it
+
+    def __enter__(self) -> DestinationLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,1 @@
+"""Publish planning (pure apart from reads of the destination)."""
