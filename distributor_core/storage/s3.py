@@ -1,0 +1,874 @@
+"""S3 backend on boto3 (interfaces §1.6, §5.4; core-semantics §8; resolutions A3, A4).
+
+Object key = ``<prefix>/<logical path>`` (just the logical path when the prefix is empty; never
+a leading ``/``). Decisions:
+
+* **Directories are implicit.** A logical path is a directory when at least one object exists
+  below ``<key>/``; ``stat`` reports it (after a ``HeadObject`` miss), listings synthesize
+  directory entries (from ``CommonPrefixes`` for non-recursive listings, from key ancestors for
+  recursive ones), and ``_remove_dir_if_empty`` stays the no-op of the base class. The backend
+  root (``stat("")``) is always a directory once the bucket is reachable. Keys that are not valid
+  logical paths below the prefix (``a//b``, ``./x``, console "folder" markers ending in ``/``)
+  are never listed as files and never deleted; a folder marker still makes its directory exist.
+  A key and a "directory" of the same name can coexist in S3; this backend does not prevent it.
+* **Writes stream.** Payloads smaller than one part go out as a single ``PutObject``; larger ones
+  as a multipart upload whose parts are cut from the chunk stream and uploaded on a bounded pool,
+  so memory is ``(max_concurrency + 1) * part_size`` whatever the file size. Size and sha256 are
+  verified before the single ``PutObject`` is sent, or before ``CompleteMultipartUpload``; every
+  failure aborts the multipart upload. Each request carries ``Content-MD5``.
+* **Conditional writes.** ``overwrite=False`` sends ``If-None-Match: *`` (412 → ``already_exists``);
+  ``if_revision`` sends ``If-Match: <ETag>`` (412, or 404 because the object is gone → ``conflict``).
+  A ``HeadObject`` pre-check runs first: it fails early, before bytes are uploaded, and is the
+  only protection on stores that ignore conditional headers.
+* **Rename** is a server-side copy (``CopyObject`` with ``x-amz-copy-source-if-match`` on the
+  ETag read by the pre-check; a multipart ``UploadPartCopy`` above ``multipart_copy_threshold``)
+  followed by ``DeleteObject`` of the source. It is not atomic: a failure between the two
+  leaves both objects. ``atomic_rename`` is therefore ``False``.
+* **Batched deletes.** ``delete_paths`` stats its targets concurrently, then removes them with
+  ``DeleteObjects`` in batches of 1000. It keeps the base semantics (root refused, directory →
+  ``unsupported``, missing skipped or ``not_found``) and raises for the first failure in
+  planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in planned
+  order (a failed batch may have removed keys planned after the failing one).
+* **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
+  bug can never write.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
+
+from distributor_core import paths as lp
+from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, Storage
+from distributor_core.storage.errors import ErrorKind, StorageError
+from distributor_core.storage.s3_content import content_type_for
+from distributor_core.storage.s3_errors import map_error
+from distributor_core.storage.s3_upload import (
+    MAX_PART_SIZE,
+    MIN_PART_SIZE,
+    PartBuffer,
+    PartPool,
+    content_md5,
+    copy_ranges,
+    part_size_for,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mypy_boto3_s3 import S3Client  # type: ignore[import-not-found]
+else:
+    S3Client = Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REGION = "us-east-1"
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+DEFAULT_MAX_CONCURRENCY = 4
+DEFAULT_MULTIPART_COPY_THRESHOLD = 512 * 1024 * 1024
+DEFAULT_COPY_PART_SIZE = 256 * 1024 * 1024
+#: DeleteObjects accepts at most 1000 keys per request.
+DELETE_BATCH = 1000
+#: HeadObject requests run concurrently when a batched delete checks its targets.
+STAT_CONCURRENCY = 8
+
+
+class SecretLookup(Protocol):
+    """The secret resolver of interfaces §1.4 (``Environment.lookup``)."""
+
+    def lookup(self, name: str) -> str | None: ...
+
+
+class S3CredentialsError(StorageError):
+    """Configured credential names do not resolve to non-empty values. The message names the
+    variable (never a value)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("open", "s3", "", ErrorKind.PERMISSION, message=message)
+
+
+def resolve_credentials(credentials: object | None, env: SecretLookup) -> tuple[str, str] | None:
+    """Resolve ``credentials.access_key_id_env`` / ``secret_access_key_env`` through ``env``.
+
+    ``None`` when no names are configured (the boto3 default chain is used unchanged). Both
+    names must be set together and both must resolve to non-empty values.
+    """
+    key_name = (getattr(credentials, "access_key_id_env", None) or None) if credentials is not None else None
+    secret_name = (getattr(credentials, "secret_access_key_env", None) or None) if credentials is not None else None
+    if key_name is None and secret_name is None:
+        return None
+    if key_name is None or secret_name is None:
+        raise S3CredentialsError("s3 credentials.access_key_id_env and secret_access_key_env must be set together")
+    values: list[str] = []
+    for field, name in (("access_key_id_env", key_name), ("secret_access_key_env", secret_name)):
+        value = env.lookup(name)
+        if not value:
+            raise S3CredentialsError(
+                f"s3 credentials.{field} names {name}, which is not set or is empty (environment or secrets.directory)"
+            )
+        values.append(value)
+    return values[0], values[1]
+
+
+def build_client(
+    *,
+    region: str = DEFAULT_REGION,
+    endpoint_url: str | None = None,
+    force_path_style: bool = False,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    max_pool_connections: int = 10,
+    max_attempts: int = 5,
+    connect_timeout: float = 10.0,
+    read_timeout: float = 60.0,
+) -> S3Client:
+    """A boto3 S3 client for AWS or an S3-compatible store.
+
+    Checksums are computed and validated only where the API requires them
+    (``when_required``): boto3 ≥ 1.36 otherwise adds CRC checksums that several S3-compatible
+    stores reject. Integrity comes from ``Content-MD5`` on every upload and from the sha256 the
+    backend verifies itself.
+    """
+    import boto3
+    from botocore.config import Config
+
+    if (access_key_id is None) != (secret_access_key is None):
+        raise ValueError("access_key_id and secret_access_key must be given together")
+    config = Config(
+        region_name=region or DEFAULT_REGION,
+        signature_version="s3v4",
+        s3={"addressing_style": "path" if force_path_style else "auto"},
+        retries={"mode": "standard", "max_attempts": max_attempts},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        max_pool_connections=max_pool_connections,
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        user_agent_extra="distributor",
+    )
+    session = boto3.session.Session()
+    return session.client(
+        "s3",
+        endpoint_url=endpoint_url or None,
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key,
+        config=config,
+    )
+
+
+class _S3ReadStream(io.RawIOBase):
+    """A GetObject body as a binary stream whose reads return full buffers (short only at EOF)
+    and whose transport failures are storage errors."""
+
+    def __init__(self, storage: S3Storage, path: str, body: Any) -> None:
+        super().__init__()
+        self._storage = storage
+        self._path = path
+        self._body = body
+
+    def readable(self) -> bool:
+        return True
+
+    def _read_some(self, size: int) -> bytes:
+        try:
+            return self._body.read(size)
+        except Exception as exc:
+            raise self._storage._mapped("read", self._path, exc) from exc
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        parts: list[bytes] = []
+        remaining = size
+        while remaining > 0:
+            data = self._read_some(remaining)
+            if not data:
+                break
+            parts.append(data)
+            remaining -= len(data)
+        return b"".join(parts)
+
+    def readall(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            data = self._read_some(CHUNK_SIZE)
+            if not data:
+                return b"".join(parts)
+            parts.append(data)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._body.close()
+            finally:
+                super().close()
+
+
+class S3Storage(Storage):
+    """Objects under ``s3://<bucket>/<prefix>/`` as a storage backend."""
+
+    backend = "s3"
+    atomic_rename = False
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        region: str = DEFAULT_REGION,
+        endpoint_url: str | None = None,
+        force_path_style: bool = False,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        client: S3Client | None = None,
+        dry_run: bool = False,
+        part_size: int = DEFAULT_PART_SIZE,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        multipart_copy_threshold: int = DEFAULT_MULTIPART_COPY_THRESHOLD,
+        copy_part_size: int = DEFAULT_COPY_PART_SIZE,
+        max_attempts: int = 5,
+    ) -> None:
+        """``client`` injects a ready boto3 S3 client (e.g. dagster-aws ``S3Resource.get_client()``);
+        the connection arguments are then ignored and :meth:`close` leaves it open. Otherwise a
+        client is built from them; without keys boto3's default credential chain applies.
+
+        ``part_size`` (≥ 5 MiB) is both the multipart threshold and the part size of streamed
+        uploads; ``max_concurrency`` bounds parts in flight. Objects larger than
+        ``multipart_copy_threshold`` are renamed by a multipart copy of ``copy_part_size`` parts.
+        """
+        if not bucket:
+            raise ValueError("s3 bucket is required")
+        if prefix and lp.check_path(prefix):
+            raise StorageError(
+                "open",
+                self.backend,
+                prefix,
+                ErrorKind.INVALID_PATH,
+                f"prefix {prefix!r} must be a clean relative slash-separated path",
+            )
+        if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
+            raise ValueError("part_size must be between 5 MiB and 5 GiB")
+        if not MIN_PART_SIZE <= copy_part_size <= MAX_PART_SIZE:
+            raise ValueError("copy_part_size must be between 5 MiB and 5 GiB")
+        if not 0 < multipart_copy_threshold <= MAX_PART_SIZE:
+            raise ValueError("multipart_copy_threshold must be positive and at most 5 GiB")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.region = region or DEFAULT_REGION
+        self.endpoint_url = endpoint_url or None
+        self.root_display = prefix or "."
+        self.dry_run = dry_run
+        self.part_size = part_size
+        self.max_concurrency = max_concurrency
+        self.multipart_copy_threshold = multipart_copy_threshold
+        self.copy_part_size = copy_part_size
+        self._owns_client = client is None
+        if client is None:
+            client = build_client(
+                region=self.region,
+                endpoint_url=self.endpoint_url,
+                force_path_style=force_path_style,
+                access_key_id=access_key_id,
+                secret_access_key=secret_access_key,
+                max_pool_connections=max(10, max_concurrency + STAT_CONCURRENCY),
+                max_attempts=max_attempts,
+            )
+        self.client: S3Client = client
+
+    @classmethod
+    def from_config(cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False) -> S3Storage:
+        """Open the backend described by an ``s3`` source or destination config (interfaces §1.6).
+
+        ``cfg`` has ``bucket, prefix, region, endpoint, force_path_style, credentials``;
+        credential names resolve through ``env.lookup``; a missing or empty value raises
+        :class:`S3CredentialsError` naming the variable.
+        """
+        keys = resolve_credentials(getattr(cfg, "credentials", None), env)
+        access_key_id, secret_access_key = keys if keys is not None else (None, None)
+        return cls(
+            cfg.bucket,
+            prefix=getattr(cfg, "prefix", "") or "",
+            region=getattr(cfg, "region", None) or DEFAULT_REGION,
+            endpoint_url=getattr(cfg, "endpoint", None) or None,
+            force_path_style=bool(getattr(cfg, "force_path_style", False)),
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+            dry_run=dry_run,
+        )
+
+    def __repr__(self) -> str:
+        return f"S3Storage(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
+
+    def close(self) -> None:
+        if self._owns_client:
+            close = getattr(self.client, "close", None)
+            if close is not None:
+                close()
+
+    # ------------------------------------------------------------------ keys and errors
+
+    def key(self, path: str) -> str:
+        """Object key of logical ``path`` (``""`` → the prefix itself)."""
+        if not self.prefix:
+            return path
+        return f"{self.prefix}/{path}" if path else self.prefix
+
+    def _list_prefix(self, path: str) -> str:
+        """Key prefix that lists everything below logical directory ``path``."""
+        base = self.key(path)
+        return f"{base}/" if base else ""
+
+    def _logical(self, key: str) -> str | None:
+        """Logical path of ``key``, or ``None`` when it is outside the prefix."""
+        if not self.prefix:
+            return key
+        head = self.prefix + "/"
+        return key[len(head) :] if key.startswith(head) else None
+
+    def _mapped(
+        self, op: str, path: str, exc: BaseException, *, precondition: ErrorKind = ErrorKind.CONFLICT
+    ) -> StorageError:
+        mapped = map_error(exc, bucket=self.bucket)
+        kind = precondition if mapped.precondition else mapped.kind
+        return self.error(op, path, kind, mapped.cause)
+
+    def _check_writable(self, op: str, path: str) -> None:
+        if self.dry_run:
+            raise self.error(op, path, ErrorKind.UNSUPPORTED, "storage was opened for a dry run")
+
+    def _call(self, op: str, path: str, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+        try:
+            return fn(Bucket=self.bucket, **kwargs)
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise self._mapped(op, path, exc) from exc
+
+    def _head(self, op: str, path: str) -> dict[str, Any] | None:
+        """HeadObject of ``path``'s key, ``None`` when there is no such object."""
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=self.key(path))
+        except Exception as exc:
+            mapped = map_error(exc, bucket=self.bucket)
+            if mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
+                return None
+            raise self.error(op, path, mapped.kind, mapped.cause) from exc
+
+    def _is_dir(self, op: str, path: str) -> bool:
+        response = self._call(op, path, self.client.list_objects_v2, Prefix=self._list_prefix(path), MaxKeys=1)
+        return bool(response.get("Contents") or response.get("CommonPrefixes"))
+
+    def _missing(self, op: str, path: str, *, dir_kind: ErrorKind, dir_cause: str) -> StorageError:
+        """Error for a key that does not exist: ``dir_kind`` when it is an implicit directory
+        (this also surfaces ``NoSuchBucket``), else ``not_found``."""
+        if self._is_dir(op, path):
+            return self.error(op, path, dir_kind, dir_cause)
+        return self.error(op, path, ErrorKind.NOT_FOUND)
+
+    def _file_entry(self, path: str, head: dict[str, Any]) -> Entry:
+        return Entry(
+            path=path,
+            type="file",
+            size=int(head.get("ContentLength", 0)),
+            mtime=_utc(head.get("LastModified")),
+            revision=head.get("ETag"),
+        )
+
+    # ------------------------------------------------------------------ primitives
+
+    def stat(self, path: str) -> Entry:
+        op = "stat"
+        if path == "":
+            self._is_dir(op, path)  # surfaces NoSuchBucket and permission errors
+            return Entry(path="", type="directory")
+        self._check_path(op, path)
+        head = self._head(op, path)
+        if head is not None:
+            return self._file_entry(path, head)
+        if self._is_dir(op, path):
+            return Entry(path=path, type="directory")
+        raise self.error(op, path, ErrorKind.NOT_FOUND)
+
+    def open_read(self, path: str) -> BinaryIO:
+        op = "read"
+        self._check_path(op, path)
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.key(path))
+        except Exception as exc:
+            mapped = map_error(exc, bucket=self.bucket)
+            if mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
+                raise self._missing(
+                    op, path, dir_kind=ErrorKind.UNSUPPORTED, dir_cause="not a regular file (directory)"
+                ) from exc
+            raise self.error(op, path, mapped.kind, mapped.cause) from exc
+        return cast(BinaryIO, _S3ReadStream(self, path, response["Body"]))
+
+    def write_stream(
+        self,
+        path: str,
+        chunks: Iterable[bytes],
+        *,
+        overwrite: bool,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        content_type: str | None = None,
+        if_revision: str | None = None,
+    ) -> Entry:
+        op = "write"
+        self._check_path(op, path)
+        self._check_writable(op, path)
+        conditions = self._write_conditions(op, path, overwrite=overwrite, if_revision=if_revision)
+        precondition = ErrorKind.CONFLICT if if_revision is not None else ErrorKind.ALREADY_EXISTS
+        verifier = HashingVerifier(expected_size, expected_sha256)
+        headers = {"ContentType": content_type or content_type_for(path)}
+        part_size = part_size_for(expected_size, self.part_size)
+        parts = PartBuffer(part_size)
+        upload: _MultipartUpload | None = None
+        try:
+            for chunk in chunks:
+                if not chunk:
+                    continue
+                verifier.update(chunk)
+                if verifier.exceeded():
+                    raise self.error(op, path, ErrorKind.INTEGRITY, verifier.problem())
+                for part in parts.feed(chunk):
+                    if upload is None:
+                        upload = _MultipartUpload(self, op, path, headers, self.max_concurrency)
+                    upload.add(part)
+            problem = verifier.problem()
+            if upload is None:
+                body = parts.take_rest()
+                if problem:
+                    raise self.error(op, path, ErrorKind.INTEGRITY, problem)
+                response = self._put(op, path, body, headers, conditions, precondition)
+            else:
+                rest = parts.take_rest()
+                if rest:
+                    upload.add(rest)
+                upload.wait()
+                if problem:
+                    raise self.error(op, path, ErrorKind.INTEGRITY, problem)
+                response = upload.complete(conditions, precondition)
+        except BaseException:
+            if upload is not None:
+                upload.abort()
+            raise
+        return Entry(path=path, type="file", size=verifier.size, revision=response.get("ETag"))
+
+    def _write_conditions(self, op: str, path: str, *, overwrite: bool, if_revision: str | None) -> dict[str, str]:
+        """Pre-check with HeadObject and return the conditional headers for the final request."""
+        if overwrite and if_revision is None:
+            return {}
+        head = self._head(op, path)
+        if if_revision is not None:
+            if head is None or head.get("ETag") != if_revision:
+                raise self.error(op, path, ErrorKind.CONFLICT, "stored revision changed")
+            if not overwrite:
+                raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
+            return {"IfMatch": if_revision}
+        if head is not None:
+            raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
+        return {"IfNoneMatch": "*"}
+
+    def _put(
+        self,
+        op: str,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        conditions: dict[str, str],
+        precondition: ErrorKind,
+    ) -> dict[str, Any]:
+        try:
+            return self.client.put_object(
+                Bucket=self.bucket,
+                Key=self.key(path),
+                Body=body,
+                ContentLength=len(body),
+                ContentMD5=content_md5(body),
+                **headers,
+                **conditions,
+            )
+        except Exception as exc:
+            raise self._conditional_error(op, path, exc, conditions, precondition) from exc
+
+    def _conditional_error(
+        self,
+        op: str,
+        path: str,
+        exc: BaseException,
+        conditions: dict[str, str],
+        precondition: ErrorKind,
+    ) -> StorageError:
+        mapped = map_error(exc, bucket=self.bucket)
+        if mapped.precondition:
+            cause = "stored revision changed" if precondition == ErrorKind.CONFLICT else None
+            return self.error(op, path, precondition, cause)
+        # If-Match on a key that is gone answers 404: the revision we expected no longer exists
+        if "IfMatch" in conditions and mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
+            return self.error(op, path, ErrorKind.CONFLICT, "stored revision changed")
+        return self.error(op, path, mapped.kind, mapped.cause)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool) -> None:
+        op = "rename"
+        self._check_path(op, src)
+        self._check_path(op, dst)
+        self._check_writable(op, src)
+        head = self._head(op, src)
+        if head is None:
+            raise self._missing(op, src, dir_kind=ErrorKind.UNSUPPORTED, dir_cause="source is a directory")
+        if src == dst:
+            return
+        conditions: dict[str, str] = {}
+        if not overwrite:
+            if self._head(op, dst) is not None:
+                raise self.error(op, dst, ErrorKind.ALREADY_EXISTS)
+            conditions = {"IfNoneMatch": "*"}
+        size = int(head.get("ContentLength", 0))
+        etag = str(head.get("ETag", ""))
+        try:
+            if size > self.multipart_copy_threshold:
+                self._multipart_copy(op, src, dst, head, conditions)
+            else:
+                source = {"Bucket": self.bucket, "Key": self.key(src)}
+                self.client.copy_object(
+                    Bucket=self.bucket,
+                    Key=self.key(dst),
+                    CopySource=source,
+                    CopySourceIfMatch=etag,
+                    MetadataDirective="COPY",
+                    **conditions,
+                )
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise self._copy_error(op, src, dst, exc, overwrite=overwrite) from exc
+        self._delete_object(op, src)
+
+    def _copy_error(self, op: str, src: str, dst: str, exc: BaseException, *, overwrite: bool) -> StorageError:
+        mapped = map_error(exc, bucket=self.bucket)
+        if mapped.precondition:
+            # ambiguous: the destination appeared (If-None-Match) or the source changed
+            if not overwrite and self._head(op, dst) is not None:
+                return self.error(op, dst, ErrorKind.ALREADY_EXISTS)
+            return self.error(op, src, ErrorKind.CONFLICT, "source changed during rename")
+        if mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
+            return self.error(op, src, ErrorKind.NOT_FOUND, mapped.cause)
+        return self.error(op, src, mapped.kind, mapped.cause)
+
+    def _multipart_copy(self, op: str, src: str, dst: str, head: dict[str, Any], conditions: dict[str, str]) -> None:
+        headers: dict[str, Any] = {"Metadata": head.get("Metadata", {})}
+        for field in ("ContentType", "CacheControl", "ContentDisposition", "ContentEncoding", "ContentLanguage"):
+            if head.get(field):
+                headers[field] = head[field]
+        size = int(head.get("ContentLength", 0))
+        part_size = part_size_for(size, self.copy_part_size)
+        source = {"Bucket": self.bucket, "Key": self.key(src)}
+        etag = str(head.get("ETag", ""))
+        upload = _MultipartUpload(self, op, dst, headers, self.max_concurrency)
+        try:
+            for number, first, last in copy_ranges(size, part_size):
+                upload.add_copy(number, source, etag, first, last)
+            upload.wait()
+            upload.complete(conditions, ErrorKind.ALREADY_EXISTS)
+        except BaseException:
+            upload.abort()
+            raise
+
+    def delete_file(self, path: str) -> None:
+        op = "delete"
+        self._check_path(op, path)
+        self._check_writable(op, path)
+        if self._head(op, path) is None:
+            raise self._missing(op, path, dir_kind=ErrorKind.UNSUPPORTED, dir_cause="target is a directory")
+        self._delete_object(op, path)
+
+    def _delete_object(self, op: str, path: str) -> None:
+        self._call(op, path, self.client.delete_object, Key=self.key(path))
+
+    def _iter_entries(self, prefix: str, recursive: bool) -> Iterator[Entry]:
+        op = "walk"
+        list_prefix = self._list_prefix(prefix)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": list_prefix}
+        if not recursive:
+            kwargs["Delimiter"] = "/"
+        seen_dirs: set[str] = set()
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            pages = paginator.paginate(**kwargs)
+            for page in pages:
+                for common in page.get("CommonPrefixes", ()):
+                    relative = common["Prefix"][len(list_prefix) :].rstrip("/")
+                    if relative and relative not in seen_dirs and not lp.check_path(relative):
+                        seen_dirs.add(relative)
+                        yield Entry(path=_join(prefix, relative), type="directory")
+                for obj in page.get("Contents", ()):
+                    relative = obj["Key"][len(list_prefix) :]
+                    marker = relative.endswith("/")
+                    name = relative[:-1] if marker else relative
+                    if not name or lp.check_path(name):
+                        continue
+                    if recursive:
+                        yield from self._new_dirs(prefix, name if marker else lp.parent(name), seen_dirs)
+                    if marker:
+                        continue
+                    yield Entry(
+                        path=_join(prefix, name),
+                        type="file",
+                        size=int(obj.get("Size", 0)),
+                        mtime=_utc(obj.get("LastModified")),
+                        revision=obj.get("ETag"),
+                    )
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise self._mapped(op, prefix, exc) from exc
+
+    @staticmethod
+    def _new_dirs(prefix: str, relative_dir: str, seen: set[str]) -> Iterator[Entry]:
+        """Directory entries for ``relative_dir`` and its ancestors not yielded before."""
+        missing: list[str] = []
+        current = relative_dir
+        while current and current not in seen:
+            seen.add(current)
+            missing.append(current)
+            current = lp.parent(current)
+        for directory in reversed(missing):
+            yield Entry(path=_join(prefix, directory), type="directory")
+
+    # ------------------------------------------------------------------ batched deletes
+
+    def delete_paths(
+        self,
+        targets: list[str],
+        *,
+        op: str,
+        ignore_missing: bool = True,
+        prune_empty_dirs: bool = True,
+    ) -> list[str]:
+        """Base semantics with concurrent existence checks and ``DeleteObjects`` batches.
+
+        ``prune_empty_dirs`` has nothing to do: directories vanish with their last object.
+        """
+        deleted: list[str] = []
+        for start in range(0, len(targets), DELETE_BATCH):
+            batch = targets[start : start + DELETE_BATCH]
+            planned, stop = self._plan_batch(op, batch, ignore_missing=ignore_missing, deleted=deleted)
+            self._delete_batch(op, planned, deleted)
+            if stop is not None:
+                stop.deleted = list(deleted)  # type: ignore[attr-defined]
+                raise stop
+        return deleted
+
+    def _plan_batch(
+        self, op: str, batch: list[str], *, ignore_missing: bool, deleted: list[str]
+    ) -> tuple[list[str], StorageError | None]:
+        """Targets of ``batch`` to delete, in order, up to the first problem (returned too)."""
+        if batch:
+            self._check_writable(op, batch[0])
+        checkable = batch
+        for index, target in enumerate(batch):
+            if target == "":
+                checkable = batch[:index]
+                break
+        results = self._stat_many(checkable)
+        planned: list[str] = []
+        for index, target in enumerate(batch):
+            if index >= len(checkable):
+                return planned, self.error(op, target, ErrorKind.INVALID_PATH, "refusing to delete the backend root")
+            result = results[index]
+            if isinstance(result, StorageError):
+                if result.kind == ErrorKind.NOT_FOUND:
+                    if ignore_missing:
+                        continue
+                    return planned, self.error(op, target, ErrorKind.NOT_FOUND)
+                return planned, result
+            if result.is_dir:
+                return planned, self.error(op, target, ErrorKind.UNSUPPORTED, "target is a directory")
+            planned.append(target)
+        return planned, None
+
+    def _stat_many(self, targets: list[str]) -> list[Entry | StorageError]:
+        def one(target: str) -> Entry | StorageError:
+            try:
+                return self.stat(target)
+            except StorageError as exc:
+                return exc
+
+        if len(targets) <= 1:
+            return [one(t) for t in targets]
+        with ThreadPoolExecutor(max_workers=min(STAT_CONCURRENCY, len(targets))) as pool:
+            return list(pool.map(one, targets))
+
+    def _delete_batch(self, op: str, planned: list[str], deleted: list[str]) -> None:
+        """``DeleteObjects`` for ``planned`` (≤ 1000 keys). Appends confirmed deletions to
+        ``deleted`` in planned order and raises for the first failed key in planned order."""
+        if not planned:
+            return
+        keys = {self.key(path): path for path in planned}
+        try:
+            response = self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": key} for key in keys], "Quiet": False},
+            )
+        except Exception as exc:
+            error = self._mapped(op, planned[0], exc)
+            error.deleted = list(deleted)  # type: ignore[attr-defined]
+            raise error from exc
+        confirmed = {item.get("Key") for item in response.get("Deleted", ())}
+        failures = {item.get("Key"): item for item in response.get("Errors", ())}
+        first_failure: str | None = None
+        for path in planned:
+            key = self.key(path)
+            if key in failures:
+                first_failure = first_failure or path
+            elif key in confirmed:
+                deleted.append(path)
+        if first_failure is not None:
+            item = failures[self.key(first_failure)]
+            code = str(item.get("Code", "") or "")
+            kind = _DELETE_ERROR_KINDS.get(code, ErrorKind.OTHER)
+            message = str(item.get("Message", "") or "")
+            error = self.error(op, first_failure, kind, f"{code}: {message}" if message else code)
+            error.deleted = list(deleted)  # type: ignore[attr-defined]
+            raise error
+
+    def delete_prefix(
+        self,
+        prefix: str,
+        *,
+        ignore_missing: bool = True,
+        prune_empty_dirs: bool = True,
+        keep: Callable[[str], bool] | None = None,
+        limit: int = 1_000_000,
+    ) -> list[str]:
+        """Every object under ``prefix`` (whole segments) except locks and journals by default,
+        listed once and removed with ``DeleteObjects`` in batches of 1000, in path order."""
+        op = "delete prefix"
+        self._check_prefix(op, prefix)
+        self._check_writable(op, prefix)
+        keep = keep or _keep_locks_and_journals
+        entries = self.walk(prefix, limit=limit, include_reserved=True, include_dirs=False)
+        targets = [e.path for e in entries if not keep(e.path)]
+        deleted: list[str] = []
+        for start in range(0, len(targets), DELETE_BATCH):
+            self._delete_batch(op, targets[start : start + DELETE_BATCH], deleted)
+        return deleted
+
+
+_DELETE_ERROR_KINDS: dict[str, ErrorKind] = {
+    "AccessDenied": ErrorKind.PERMISSION,
+    "NoSuchKey": ErrorKind.NOT_FOUND,
+    "InternalError": ErrorKind.UNAVAILABLE,
+    "SlowDown": ErrorKind.UNAVAILABLE,
+    "ServiceUnavailable": ErrorKind.UNAVAILABLE,
+}
+
+
+def _utc(value: object) -> datetime | None:
+    return value.astimezone(UTC) if isinstance(value, datetime) else None
+
+
+def _join(prefix: str, relative: str) -> str:
+    return relative if prefix == "" else f"{prefix}/{relative}"
+
+
+def _keep_locks_and_journals(path: str) -> bool:
+    return lp.basename(path) in (lp.LOCK_NAME, lp.JOURNAL_NAME)
+
+
+class _MultipartUpload:
+    """One multipart upload (streamed parts or server-side part copies) and its cleanup."""
+
+    def __init__(self, storage: S3Storage, op: str, path: str, headers: dict[str, Any], max_concurrency: int) -> None:
+        self.storage = storage
+        self.op = op
+        self.path = path
+        self.key = storage.key(path)
+        self.client = storage.client
+        response = storage._call(op, path, storage.client.create_multipart_upload, Key=self.key, **headers)
+        self.upload_id: str = response["UploadId"]
+        self.pool = PartPool(max_concurrency)
+        self.next_number = 1
+        self._finished = False
+
+    def add(self, data: bytes) -> None:
+        number = self.next_number
+        self.next_number += 1
+        self.pool.submit(number, lambda: self._upload_part(number, data))
+
+    def _upload_part(self, number: int, data: bytes) -> str:
+        try:
+            response = self.client.upload_part(
+                Bucket=self.storage.bucket,
+                Key=self.key,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                Body=data,
+                ContentLength=len(data),
+                ContentMD5=content_md5(data),
+            )
+        except Exception as exc:
+            raise self.storage._mapped(self.op, self.path, exc) from exc
+        return str(response["ETag"])
+
+    def add_copy(self, number: int, source: dict[str, str], etag: str, first: int, last: int) -> None:
+        self.next_number = number + 1
+
+        def job() -> str:
+            response = self.client.upload_part_copy(
+                Bucket=self.storage.bucket,
+                Key=self.key,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                CopySource=source,
+                CopySourceIfMatch=etag,
+                CopySourceRange=f"bytes={first}-{last}",
+            )
+            return str(response["CopyPartResult"]["ETag"])
+
+        self.pool.submit(number, job)
+
+    def wait(self) -> None:
+        self.parts = self.pool.finish()
+
+    def complete(self, conditions: dict[str, str], precondition: ErrorKind) -> dict[str, Any]:
+        try:
+            response = self.client.complete_multipart_upload(
+                Bucket=self.storage.bucket,
+                Key=self.key,
+                UploadId=self.upload_id,
+                MultipartUpload={"Parts": self.parts},
+                **conditions,
+            )
+        except Exception as exc:
+            raise self.storage._conditional_error(self.op, self.path, exc, conditions, precondition) from exc
+        self._finished = True
+        self.pool.shutdown()
+        return response
+
+    def abort(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.pool.shutdown()
+        try:
+            self.client.abort_multipart_upload(Bucket=self.storage.bucket, Key=self.key, UploadId=self.upload_id)
+        except Exception as exc:  # the original failure matters more; say what is left behind
+            log.warning(
+                "could not abort multipart upload %s of s3 key %s in bucket %s: %s",
+                self.upload_id,
+                self.key,
+                self.storage.bucket,
+                map_error(exc, bucket=self.storage.bucket).cause,
+            )

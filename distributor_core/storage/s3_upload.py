@@ -1,0 +1,112 @@
+"""Streaming uploads and server-side copies for the S3 backend (resolutions A4).
+
+:class:`PartBuffer` cuts an iterable of arbitrary chunks into parts of a fixed size without ever
+holding more than one part plus one chunk. :class:`PartPool` uploads parts on a bounded thread
+pool: at most ``max_concurrency`` parts are in flight, so memory stays flat in the file size
+(``(max_concurrency + 1) * part_size`` plus one caller chunk). Both are independent of the
+storage class so they can be tested and reused (multipart copies use the pool too).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+#: S3 refuses non-final parts below 5 MiB and any part above 5 GiB, and at most 10,000 parts.
+MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
+MAX_PARTS = 10_000
+MIB = 1024 * 1024
+
+
+def content_md5(data: bytes | bytearray | memoryview) -> str:
+    """``Content-MD5`` header value: S3 rejects the request when the body it received differs."""
+    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
+
+
+def part_size_for(size: int | None, preferred: int) -> int:
+    """A part size of at least ``preferred`` that fits ``size`` bytes in 10,000 parts."""
+    if size is None or size <= preferred * MAX_PARTS:
+        return preferred
+    needed = -(-size // MAX_PARTS)
+    return min(MAX_PART_SIZE, -(-needed // MIB) * MIB)
+
+
+class PartBuffer:
+    """Accumulates chunks and hands out full parts of exactly ``part_size`` bytes."""
+
+    __slots__ = ("_buf", "part_size")
+
+    def __init__(self, part_size: int) -> None:
+        self.part_size = part_size
+        self._buf = bytearray()
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        """Add ``chunk`` and yield every part that became full."""
+        self._buf += chunk
+        while len(self._buf) >= self.part_size:
+            part = bytes(memoryview(self._buf)[: self.part_size])
+            del self._buf[: self.part_size]
+            yield part
+
+    def take_rest(self) -> bytes:
+        rest = bytes(self._buf)
+        self._buf = bytearray()
+        return rest
+
+
+class PartPool:
+    """Runs part jobs (upload or copy) with at most ``max_concurrency`` in flight.
+
+    ``submit`` blocks while the pool is full and re-raises the first failure of a finished
+    job; ``finish`` waits for everything and returns the results ordered by part number.
+    ``shutdown`` waits for running jobs (so nothing lands after an abort) and drops queued ones.
+    """
+
+    def __init__(self, max_concurrency: int) -> None:
+        self.max_concurrency = max(1, max_concurrency)
+        self._executor = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="s3-part")
+        self._pending: set[Future[tuple[int, str]]] = set()
+        self._done: dict[int, str] = {}
+
+    def submit(self, number: int, job: Callable[[], str]) -> None:
+        while len(self._pending) >= self.max_concurrency:
+            self._harvest(FIRST_COMPLETED)
+        future = self._executor.submit(_run, number, job)
+        self._pending.add(future)
+
+    def _harvest(self, when: str) -> None:
+        done, pending = wait(self._pending, return_when=when)
+        self._pending = set(pending)
+        for future in done:
+            number, etag = future.result()  # re-raises the job's failure
+            self._done[number] = etag
+
+    def finish(self) -> list[dict[str, object]]:
+        if self._pending:
+            self._harvest("ALL_COMPLETED")
+        return [{"PartNumber": n, "ETag": self._done[n]} for n in sorted(self._done)]
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
+
+
+def _run(number: int, job: Callable[[], str]) -> tuple[int, str]:
+    return number, job()
+
+
+def copy_ranges(size: int, part_size: int) -> Iterable[tuple[int, int, int]]:
+    """``(part number, first byte, last byte)`` covering ``size`` bytes."""
+    number = 1
+    start = 0
+    while start < size:
+        end = min(size, start + part_size) - 1
+        yield number, start, end
+        number += 1
+        start = end + 1
