@@ -24,10 +24,12 @@ def _required(obj: dict[str, Any], key: str, field: str) -> Any:
     return value
 
 
-def _string(obj: dict[str, Any], key: str, field: str) -> str:
+def _string(obj: dict[str, Any], key: str, field: str, *, allow_empty: bool = True) -> str:
     value = _required(obj, key, field)
     if not isinstance(value, str):
         raise ManifestError(f"manifest {field} must be a string")
+    if value == "" and not allow_empty:
+        raise ManifestError(f"manifest {field} is required")
     return value
 
 
@@ -41,7 +43,8 @@ def _integer(obj: dict[str, Any], key: str, field: str) -> int:
 def manifest_from_obj(obj: dict[str, Any]) -> Manifest:
     """Extract a :class:`Manifest` from a decoded JSON object.
 
-    Checks presence and JSON types of every field (``manifest <field> is required``,
+    Checks presence and JSON types of every field in key order (``manifest <field> is required``
+    for an absent, ``null`` or empty top-level value,
     ``... must be a string``, ``... must be an integer``, ``manifest created must be RFC3339: ...``)
     and, as the first concern of validation, that ``schema_version`` is 1. It does not run the
     remaining manifest rules; call :func:`validate_manifest` (``parse_manifest`` does).
@@ -51,11 +54,9 @@ def manifest_from_obj(obj: dict[str, Any]) -> Manifest:
     schema_version = _integer(obj, "schema_version", "schema_version")
     if schema_version != SCHEMA_VERSION:
         raise ManifestError(f"manifest schema_version must be {SCHEMA_VERSION}")
-    manifest_id = _string(obj, "id", "id")
-    digest = _string(obj, "digest", "digest")
-    created_text = _string(obj, "created", "created")
-    if created_text == "":
-        raise ManifestError("manifest created is required")
+    manifest_id = _string(obj, "id", "id", allow_empty=False)
+    digest = _string(obj, "digest", "digest", allow_empty=False)
+    created_text = _string(obj, "created", "created", allow_empty=False)
     try:
         created = parse_rfc3339(created_text)
     except TimestampError as exc:

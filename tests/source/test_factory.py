@@ -1,0 +1,97 @@
+"""open_source_storage / open_destination_storage dispatch on the configured backend."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from distributor_core.storage.factory import (
+    UnsupportedBackendError,
+    open_destination_storage,
+    open_source_storage,
+)
+from distributor_core.storage.local import LocalStorage
+
+
+class Env:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def lookup(self, name: str) -> str | None:
+        return self.values.get(name)
+
+
+def test_local_source_and_destination(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_bytes(b"a")
+    cfg = SimpleNamespace(backend="local", path=str(tmp_path))
+    source = open_source_storage(cfg, Env({}))
+    assert isinstance(source, LocalStorage)
+    assert source.read_bytes("a.txt") == b"a"
+    assert source.root_display == str(tmp_path)
+    dest = open_destination_storage(SimpleNamespace(backend="local", path=tmp_path / "out"), Env({}), dry_run=True)
+    assert isinstance(dest, LocalStorage)
+    assert not (tmp_path / "out").exists()
+
+
+def test_enum_valued_backend_is_accepted(tmp_path: Path) -> None:
+    import enum
+
+    class Backend(enum.Enum):
+        LOCAL = "local"
+
+    assert isinstance(open_source_storage(SimpleNamespace(backend=Backend.LOCAL, path=tmp_path), None), LocalStorage)
+
+
+def test_http_upload_has_no_storage(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedBackendError, match=r"^source backend http_upload has no storage to open$"):
+        open_source_storage(SimpleNamespace(backend="http_upload", staging_path=tmp_path), Env({}))
+    with pytest.raises(UnsupportedBackendError, match=r"^destination backend ftp has no storage to open$"):
+        open_destination_storage(SimpleNamespace(backend="ftp"), Env({}))
+
+
+def test_ssh_dispatches_lazily_to_sftp_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Any, Any, bool]] = []
+
+    class FakeSFTPStorage:
+        @classmethod
+        def from_config(cls, cfg: Any, env: Any, *, dry_run: bool = False) -> str:
+            calls.append((cfg, env, dry_run))
+            return "sftp-storage"
+
+    module = types.ModuleType("distributor_core.storage.sftp")
+    module.SFTPStorage = FakeSFTPStorage  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "distributor_core.storage.sftp", module)
+    cfg = SimpleNamespace(backend="ssh", host="h", user="u", path="/srv")
+    env = Env({})
+    assert open_destination_storage(cfg, env, dry_run=True) == "sftp-storage"
+    assert open_source_storage(cfg, env) == "sftp-storage"
+    assert calls == [(cfg, env, True), (cfg, env, False)]
+
+
+@pytest.mark.s3
+def test_s3_opens_through_from_config(moto_server: Any) -> None:
+    bucket = moto_server.create_bucket()
+    cfg = SimpleNamespace(
+        backend="s3",
+        bucket=bucket,
+        prefix="reports",
+        region=moto_server.region,
+        endpoint=moto_server.endpoint_url,
+        force_path_style=True,
+        credentials=SimpleNamespace(access_key_id_env="KEY_ID", secret_access_key_env="SECRET"),
+    )
+    env = Env({"KEY_ID": moto_server.access_key_id, "SECRET": moto_server.secret_access_key})
+    storage = open_destination_storage(cfg, env)
+    try:
+        assert storage.backend == "s3"
+        storage.write_bytes("x.txt", b"x", overwrite=False)
+        client = moto_server.client()
+        assert client.get_object(Bucket=bucket, Key="reports/x.txt")["Body"].read() == b"x"
+        client.close()
+    finally:
+        storage.close()
