@@ -20,7 +20,7 @@ GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_SOURCES = sorted(GOLDEN.glob("*.md"))
 
 PAGE_HEAD = (
-    "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+    '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
     '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
 )
 
@@ -55,10 +55,12 @@ def test_rendering_is_deterministic_and_independent_of_directory(source: Path) -
 
 def test_page_shape() -> None:
     page = markdown_to_html(b"# Hello\n\nWorld\n", source_path="report.md")
-    assert page == (
-        PAGE_HEAD + "<title>Hello</title>\n</head>\n<body>\n"
-        "<h1>Hello</h1>\n<p>World</p>\n</body>\n</html>\n"
-    ).encode()
+    assert (
+        page
+        == (
+            PAGE_HEAD + "<title>Hello</title>\n</head>\n<body>\n<h1>Hello</h1>\n<p>World</p>\n</body>\n</html>\n"
+        ).encode()
+    )
 
 
 def test_empty_document_uses_file_stem_and_empty_body() -> None:

@@ -1,0 +1,196 @@
+"""The destination state model (core-semantics §2): frozen values for schema 2 and 3.
+
+Schema 1 documents are normalised to :class:`SingleOwnerState` when read (``read_schema_version``
+remembers that); nothing ever writes schema 1. Datetimes must be timezone-aware and are stored
+in UTC; sequences are stored as tuples. Construction does not validate — the codec's
+``validate_single_owner`` / ``validate_shared_root`` do, and ``marshal_state`` runs them first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeAlias
+
+from distributor_core.bundle import Manifest
+from distributor_core.state.errors import StateError
+
+LEGACY_SCHEMA_VERSION = 1
+SINGLE_OWNER_SCHEMA_VERSION = 2
+SHARED_ROOT_SCHEMA_VERSION = 3
+
+STATE_MODE_SINGLE_OWNER = "single_owner"
+STATE_MODE_SHARED_ROOT = "shared_root"
+
+RECONCILIATION_REPLACE = "replace"
+RECONCILIATION_MERGE = "merge"
+RECONCILIATION_MODES = (RECONCILIATION_REPLACE, RECONCILIATION_MERGE)
+
+OUTPUT_KIND_SOURCE = "source"
+OUTPUT_KIND_GENERATED = "generated"
+OUTPUT_KINDS = (OUTPUT_KIND_SOURCE, OUTPUT_KIND_GENERATED)
+
+
+def _utc(owner: object, name: str) -> None:
+    value = getattr(owner, name)
+    if not isinstance(value, datetime):
+        raise StateError(f"state {name} must be a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise StateError(f"state {name} must be timezone-aware")
+    object.__setattr__(owner, name, value.astimezone(UTC))
+
+
+def _tuple(owner: object, name: str) -> None:
+    value = getattr(owner, name)
+    if not isinstance(value, tuple):
+        object.__setattr__(owner, name, tuple(value))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OwnerScope:
+    """The (pipeline id, destination id) pair doing the work; rendered ``P/D``."""
+
+    pipeline_id: str
+    destination_id: str
+
+    def __str__(self) -> str:
+        return f"{self.pipeline_id}/{self.destination_id}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"pipeline_id": self.pipeline_id, "destination_id": self.destination_id}
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One managed output of single-owner state."""
+
+    path: str
+    kind: str
+    source_path: str
+    sha256: str
+    size: int
+    created_at: datetime
+    updated_at: datetime
+    transform: str = ""
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        _utc(self, "created_at")
+        _utc(self, "updated_at")
+
+
+@dataclass(frozen=True, slots=True)
+class SingleOwnerState:
+    """Schema 2 state (also the in-memory form of a schema 1 file)."""
+
+    pipeline_id: str
+    destination_id: str
+    published_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    reconciliation_mode: str
+    manifest: Manifest
+    outputs: tuple[OutputRecord, ...]
+    primary_url: str = ""
+    distributor_version: str = ""
+    #: 1 when this value was normalised from a schema 1 file; never serialised.
+    read_schema_version: int = field(default=SINGLE_OWNER_SCHEMA_VERSION, compare=False)
+
+    def __post_init__(self) -> None:
+        _utc(self, "published_at")
+        _utc(self, "created_at")
+        _utc(self, "updated_at")
+        _tuple(self, "outputs")
+
+    @property
+    def schema_version(self) -> int:
+        return SINGLE_OWNER_SCHEMA_VERSION
+
+    @property
+    def state_mode(self) -> str:
+        return STATE_MODE_SINGLE_OWNER
+
+    @property
+    def scope(self) -> OwnerScope:
+        return OwnerScope(self.pipeline_id, self.destination_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRecord:
+    """One owner of a shared root: its latest manifest, reconciliation mode and primary URL."""
+
+    pipeline_id: str
+    destination_id: str
+    reconciliation_mode: str
+    manifest: Manifest
+    primary_url: str = ""
+
+    @property
+    def scope(self) -> OwnerScope:
+        return OwnerScope(self.pipeline_id, self.destination_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedOutputRecord:
+    """One managed output of shared-root state, with its owner and producing source identity."""
+
+    path: str
+    kind: str
+    source_path: str
+    sha256: str
+    size: int
+    pipeline_id: str
+    destination_id: str
+    source_id: str
+    source_digest: str
+    source_created: datetime
+    created_at: datetime
+    updated_at: datetime
+    transform: str = ""
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        _utc(self, "source_created")
+        _utc(self, "created_at")
+        _utc(self, "updated_at")
+
+    @property
+    def scope(self) -> OwnerScope:
+        return OwnerScope(self.pipeline_id, self.destination_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRootState:
+    """Schema 3 state: several owners publishing disjoint outputs into one root."""
+
+    created_at: datetime
+    updated_at: datetime
+    owners: tuple[OwnerRecord, ...]
+    outputs: tuple[SharedOutputRecord, ...]
+    distributor_version: str = ""
+
+    def __post_init__(self) -> None:
+        _utc(self, "created_at")
+        _utc(self, "updated_at")
+        _tuple(self, "owners")
+        _tuple(self, "outputs")
+
+    @property
+    def schema_version(self) -> int:
+        return SHARED_ROOT_SCHEMA_VERSION
+
+    @property
+    def state_mode(self) -> str:
+        return STATE_MODE_SHARED_ROOT
+
+    def owner(self, scope: OwnerScope) -> OwnerRecord | None:
+        """The owner record with ``scope``, or ``None``."""
+        for record in self.owners:
+            if record.scope == scope:
+                return record
+        return None
+
+
+StateDocument: TypeAlias = SingleOwnerState | SharedRootState
+
+AnyOutputRecord: TypeAlias = OutputRecord | SharedOutputRecord
