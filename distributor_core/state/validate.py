@@ -40,7 +40,8 @@ def check_http_url(url: str) -> str | None:
     """Why ``url`` is not an absolute http(s) URL with a host, or ``None`` when it is one.
 
     A URL is valid iff it parses, its scheme is ``http`` or ``https`` (any case) and it has a
-    non-empty host (core-semantics §2.6, decision).
+    non-empty host (core-semantics §2.6, decision). Control characters anywhere and whitespace in
+    the authority make it unparsable, as they do for Go's ``url.Parse``.
     """
     problem = f"url {go_json_string(url)} must be an absolute http or https URL"
     if not isinstance(url, str) or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
@@ -51,6 +52,8 @@ def check_http_url(url: str) -> str | None:
     except ValueError:
         return problem
     if parts.scheme.lower() not in _HTTP_SCHEMES or not parts.hostname:
+        return problem
+    if any(ch.isspace() for ch in parts.netloc):
         return problem
     return None
 
