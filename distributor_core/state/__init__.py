@@ -36,6 +36,7 @@ from distributor_core.state.model import (
 )
 from distributor_core.state.outputs import (
     PlannedOutput,
+    current_publication_outputs,
     find_output,
     managed_paths,
     merge_output_records,
@@ -97,6 +98,7 @@ __all__ = [
     "StateError",
     "check_http_url",
     "check_owner",
+    "current_publication_outputs",
     "find_output",
     "go_quote",
     "managed_paths",

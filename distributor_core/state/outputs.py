@@ -104,6 +104,29 @@ def path_ownership_conflict(
     return None
 
 
+def current_publication_outputs(doc: StateDocument, scope: OwnerScope) -> tuple[AnyOutputRecord, ...]:
+    """The outputs of ``scope``'s currently recorded publication (for prune warnings, resolutions B4).
+
+    Single-owner: the owner's outputs whose ``updated_at`` equals ``published_at`` (every output
+    the latest publication wrote; merge-retained outputs keep an older ``updated_at``, and repair
+    and prune change neither value). Shared-root: the owner's outputs whose ``source_id`` and
+    ``source_digest`` are those of the owner record's manifest.
+    """
+    _require_document(doc)
+    if isinstance(doc, SingleOwnerState):
+        return tuple(output for output in outputs_of(doc, scope) if output.updated_at == doc.published_at)
+    owner = doc.owner(scope)
+    if owner is None:
+        return ()
+    return tuple(
+        output
+        for output in doc.outputs
+        if output.scope == scope
+        and output.source_id == owner.manifest.id
+        and output.source_digest == owner.manifest.digest
+    )
+
+
 # -- projections (publish) -------------------------------------------------------------------
 
 

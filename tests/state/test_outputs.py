@@ -13,6 +13,7 @@ from distributor_core.state import (
     SharedRootState,
     SingleOwnerState,
     StateError,
+    current_publication_outputs,
     find_output,
     managed_paths,
     marshal_state,
@@ -316,3 +317,27 @@ class TestSharedRootCombination:
         assert upsert_owner(owners, changed) == (owners[0], changed)
         extra = OwnerRecord("a", "b", "merge", MANIFEST)
         assert upsert_owner(owners, extra) == (*owners, extra)
+
+
+class TestCurrentPublicationOutputs:
+    def test_single_owner_uses_published_at(self) -> None:
+        published = T + hours(5)
+        state = single_owner(
+            published_at=published,
+            updated_at=published,
+            outputs=(output("kept.txt", T), output("new.txt", published), output("rewritten.txt", published)),
+        )
+        assert [o.path for o in current_publication_outputs(state, ARCHIVE)] == ["new.txt", "rewritten.txt"]
+        assert current_publication_outputs(state, HTML) == ()
+
+    def test_shared_root_uses_the_owner_manifest_identity(self) -> None:
+        base = shared_root()
+        older = make_manifest("older.source", created=T - hours(1))
+        outputs = (
+            *base.outputs,
+            shared_output("retained.txt", ARCHIVE, source_id=older.id, source_digest=older.digest),
+        )
+        state = dataclasses.replace(base, outputs=outputs)
+        assert [o.path for o in current_publication_outputs(state, ARCHIVE)] == ["report.md"]
+        assert [o.path for o in current_publication_outputs(state, HTML)] == ["report.html"]
+        assert current_publication_outputs(state, OwnerScope("missing", "x")) == ()
