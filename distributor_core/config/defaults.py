@@ -1,0 +1,177 @@
+"""Defaults (interfaces §1.9) and path resolution (resolutions D4) on the decoded tree.
+
+The result has the shape of :class:`distributor_core.config.models.Config`: backend fields of a
+destination move under ``storage``, every default is filled in, and every local filesystem path
+is made absolute against the config file's directory. Like Go's zero values, an empty string
+for a field that has a default means "use the default"; an explicit ``0`` for a number does not.
+
+Values are not checked here: ``validate.py`` reports what is wrong with the filled tree.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from distributor_core.config.fields import (
+    BACKEND_KEY_OWNERS,
+    DEFAULT_BIND,
+    DEFAULT_KNOWN_HOSTS_FILE,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_UPLOAD_SIZE,
+    DEFAULT_QUEUE_SIZE,
+    DEFAULT_RETENTION,
+    DEFAULT_S3_REGION,
+    DEFAULT_SSH_PORT,
+    DEFAULT_STAGING_DIR,
+    TRANSFER_CHOICES,
+)
+from distributor_core.config.units import parse_byte_size, parse_duration
+
+Tree = dict[str, Any]
+
+
+def resolve_path(base_dir: Path, text: str, *, expand_user: bool = False) -> Path:
+    """``text`` made absolute against ``base_dir`` and normalised (``a/../b`` → ``b``)."""
+    value = os.path.expanduser(text) if expand_user else text
+    return Path(os.path.normpath(os.path.join(base_dir, value)))
+
+
+def apply_defaults(tree: Tree, base_dir: Path) -> Tree:
+    """Fill every default of §1.9 into a decoded tree and resolve paths against ``base_dir``."""
+    http = _server_http(tree.get("server", {}).get("http", {}), base_dir)
+    directory = tree.get("secrets", {}).get("directory", "")
+    return {
+        "server": {"http": http},
+        "secrets": {
+            "directory": directory,
+            "resolved_directory": resolve_path(base_dir, directory) if directory else None,
+        },
+        "upload_tokens": [
+            {
+                "id": token.get("id", ""),
+                "token_env": token.get("token_env", ""),
+                "allow_pipelines": list(token.get("allow_pipelines", [])),
+            }
+            for token in tree.get("upload_tokens", [])
+        ],
+        "pipelines": [_pipeline(pipeline, http, base_dir) for pipeline in tree.get("pipelines", [])],
+        "base_dir": base_dir,
+    }
+
+
+def _server_http(raw: Tree, base_dir: Path) -> Tree:
+    staging_root = raw.get("staging_root", "")
+    return {
+        "bind": raw.get("bind") or DEFAULT_BIND,
+        "staging_root": resolve_path(base_dir, staging_root or DEFAULT_STAGING_DIR),
+        "max_upload_size": raw.get("max_upload_size", parse_byte_size(DEFAULT_MAX_UPLOAD_SIZE)),
+        "queue_size": raw.get("queue_size", DEFAULT_QUEUE_SIZE),
+        "max_concurrency": raw.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
+        "retention": raw.get("retention", parse_duration(DEFAULT_RETENTION)),
+    }
+
+
+def _pipeline(raw: Tree, http: Tree, base_dir: Path) -> Tree:
+    pipeline_id = raw.get("id", "")
+    return {
+        "id": pipeline_id,
+        "source": _backend(raw.get("source", {}), base_dir, http=http, pipeline_id=pipeline_id),
+        "validation": {},
+        "destinations": [_destination(item, base_dir) for item in raw.get("destinations", [])],
+    }
+
+
+def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id: str = "") -> Tree:
+    name = raw.get("backend", "")
+    if name == "local":
+        path = raw.get("path", "")
+        return {"backend": name, "path": path, "resolved_path": resolve_path(base_dir, path) if path else None}
+    if name == "ssh":
+        key_file = raw.get("private_key_file", "")
+        return {
+            "backend": name,
+            "host": raw.get("host", ""),
+            "port": raw.get("port", DEFAULT_SSH_PORT),
+            "user": raw.get("user", ""),
+            "path": raw.get("path", ""),
+            "private_key_file": resolve_path(base_dir, key_file, expand_user=True) if key_file else None,
+            "known_hosts_file": resolve_path(
+                base_dir, raw.get("known_hosts_file") or DEFAULT_KNOWN_HOSTS_FILE, expand_user=True
+            ),
+            "host_key_policy": raw.get("host_key_policy") or "strict",
+        }
+    if name == "s3":
+        credentials = raw.get("credentials")
+        access = secret = ""
+        if credentials is not None:
+            access = credentials.get("access_key_id_env", "")
+            secret = credentials.get("secret_access_key_env", "")
+        return {
+            "backend": name,
+            "bucket": raw.get("bucket", ""),
+            "prefix": raw.get("prefix", ""),
+            "region": raw.get("region") or DEFAULT_S3_REGION,
+            "endpoint": raw.get("endpoint") or None,
+            "force_path_style": raw.get("force_path_style", False),
+            "credentials": (
+                {"access_key_id_env": access, "secret_access_key_env": secret} if access or secret else None
+            ),
+        }
+    if name == "http_upload" and http is not None:
+        staging = raw.get("staging_path", "")
+        if staging:
+            staging_path: Path | None = resolve_path(base_dir, staging)
+        else:
+            staging_path = http["staging_root"] / pipeline_id if pipeline_id else http["staging_root"]
+        return {
+            "backend": name,
+            "staging_path": staging_path,
+            "max_upload_size": raw.get("max_upload_size", http["max_upload_size"]),
+        }
+    # No (valid) backend: keep what was written; validation reports the backend.
+    return {"backend": name, **{k: v for k, v in raw.items() if k != "backend"}}
+
+
+def _destination(raw: Tree, base_dir: Path) -> Tree:
+    storage_raw = {k: v for k, v in raw.items() if k == "backend" or k in BACKEND_KEY_OWNERS}
+    publish = raw.get("publish")
+    transform = raw.get("transform", {})
+    markdown = transform.get("markdown_to_html")
+    links = raw.get("links")
+    prune = raw.get("retention", {}).get("prune", {})
+    transfer = raw.get("transfer", {})
+    return {
+        "id": raw.get("id", ""),
+        "storage": _backend(storage_raw, base_dir),
+        "publish": (
+            {"source": True, "html": False}
+            if publish is None
+            else {"source": publish.get("source", False), "html": publish.get("html", False)}
+        ),
+        "transform": {
+            "markdown_to_html": (
+                None
+                if markdown is None
+                else {"enabled": markdown.get("enabled", False), "mode": markdown.get("mode") or "sidecar"}
+            )
+        },
+        "path_mapping": {"mode": raw.get("path_mapping", {}).get("mode") or "preserve_relative"},
+        "links": (
+            None
+            if links is None
+            else {"base_url": links.get("base_url", ""), "primary": links.get("primary") or "auto"}
+        ),
+        "state": {"mode": raw.get("state", {}).get("mode") or "single_owner"},
+        "reconciliation": {"mode": raw.get("reconciliation", {}).get("mode") or "replace"},
+        "retention": {
+            "prune": {
+                "enabled": prune.get("enabled", False),
+                "older_than": prune.get("older_than"),
+                "keep_latest": prune.get("keep_latest"),
+            }
+        },
+        "takeover": {"mode": raw.get("takeover", {}).get("mode") or "same_pipeline"},
+        "transfer": {name: transfer.get(name) or choices[0] for name, choices in TRANSFER_CHOICES.items()},
+    }

@@ -1,0 +1,295 @@
+"""The shape of the YAML config: every key, its kind, its documented values and static default.
+
+One table drives the strict decoder (unknown fields, types), the defaults, and the JSON Schema,
+so the three cannot drift apart. Rules between fields (required, ranges, "set together") live in
+``validate.py``; this file only says what may be written where.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
+
+SOURCE_BACKENDS = ("local", "ssh", "s3", "http_upload")
+DESTINATION_BACKENDS = ("local", "ssh", "s3")
+HOST_KEY_POLICIES = ("strict", "accept_new")
+MARKDOWN_MODES = ("sidecar", "index")
+PATH_MAPPING_MODES = ("preserve_relative", "fixed")
+LINK_PRIMARIES = ("auto", "source", "html")
+STATE_MODES = ("single_owner", "shared_root")
+RECONCILIATION_MODES = ("replace", "merge")
+TAKEOVER_MODES = ("same_pipeline", "same_source", "any_managed", "never")
+TRANSFER_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "on_destination_same": ("skip", "fail"),
+        "on_destination_older": ("replace", "fail"),
+        "on_destination_newer": ("skip", "fail", "replace"),
+        "on_conflict": ("fail", "replace"),
+    }
+)
+
+DEFAULT_BIND = "127.0.0.1:8080"
+DEFAULT_STAGING_DIR = ".distributor/staging"  # below the config file's directory (resolutions D4)
+DEFAULT_MAX_UPLOAD_SIZE = "100MB"
+DEFAULT_QUEUE_SIZE = 16
+DEFAULT_MAX_CONCURRENCY = 1
+DEFAULT_RETENTION = "24h"
+DEFAULT_SSH_PORT = 22
+DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
+DEFAULT_S3_REGION = "us-east-1"
+
+
+class Kind(enum.Enum):
+    STRING = "string"
+    BOOLEAN = "boolean"
+    INTEGER = "integer"
+    DURATION = "duration"
+    BYTE_SIZE = "byte size"
+    STRING_LIST = "list of strings"
+    MAPPING = "mapping"
+    MAPPING_LIST = "list of mappings"
+
+
+_NO_FIELDS: Mapping[str, Field] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One YAML key. ``fields`` describe a mapping's keys; ``backends`` marks a mapping whose
+    ``backend`` key selects extra inline keys from :data:`BACKEND_FIELDS`."""
+
+    kind: Kind
+    doc: str
+    fields: Mapping[str, Field] = field(default_factory=lambda: _NO_FIELDS, hash=False)
+    backends: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    min_items: int | None = None
+    default: Any = None
+
+
+def _table(**fields: Field) -> Mapping[str, Field]:
+    return MappingProxyType(dict(fields))
+
+
+def _mode(doc: str, choices: tuple[str, ...], default: str) -> Mapping[str, Field]:
+    return _table(mode=Field(Kind.STRING, doc, choices=choices, default=default))
+
+
+SERVER_HTTP_FIELDS = _table(
+    bind=Field(Kind.STRING, "host:port the upload server listens on", default=DEFAULT_BIND),
+    staging_root=Field(
+        Kind.STRING,
+        "directory under which upload pipelines stage bundles (relative: against the config file's directory)",
+        default=DEFAULT_STAGING_DIR,
+    ),
+    max_upload_size=Field(Kind.BYTE_SIZE, "largest accepted upload request body", default=DEFAULT_MAX_UPLOAD_SIZE),
+    queue_size=Field(Kind.INTEGER, "accepted uploads waiting to be published", minimum=1, default=DEFAULT_QUEUE_SIZE),
+    max_concurrency=Field(
+        Kind.INTEGER, "uploads published at the same time", minimum=1, default=DEFAULT_MAX_CONCURRENCY
+    ),
+    retention=Field(Kind.DURATION, "how long finished upload records are kept", default=DEFAULT_RETENTION),
+)
+
+S3_CREDENTIAL_FIELDS = _table(
+    access_key_id_env=Field(Kind.STRING, "environment variable or secret-file name holding the access key id"),
+    secret_access_key_env=Field(
+        Kind.STRING, "environment variable or secret-file name holding the secret access key"
+    ),
+)
+
+BACKEND_FIELDS: Mapping[str, Mapping[str, Field]] = MappingProxyType(
+    {
+        "local": _table(
+            path=Field(Kind.STRING, "root directory (relative: against the config file's directory)"),
+        ),
+        "ssh": _table(
+            host=Field(Kind.STRING, "SFTP server host name or address"),
+            port=Field(Kind.INTEGER, "SFTP server port", minimum=1, maximum=65535, default=DEFAULT_SSH_PORT),
+            user=Field(Kind.STRING, "login user"),
+            path=Field(Kind.STRING, "absolute remote root directory"),
+            private_key_file=Field(Kind.STRING, "private key file; omitted: SSH agent and default keys"),
+            known_hosts_file=Field(
+                Kind.STRING, "known_hosts file used to verify the host key", default=DEFAULT_KNOWN_HOSTS_FILE
+            ),
+            host_key_policy=Field(
+                Kind.STRING, "strict: host key must be known; accept_new: record unknown keys",
+                choices=HOST_KEY_POLICIES, default="strict",
+            ),
+        ),
+        "s3": _table(
+            bucket=Field(Kind.STRING, "bucket name"),
+            prefix=Field(Kind.STRING, "key prefix used as the root (no leading or trailing /)", default=""),
+            region=Field(Kind.STRING, "region", default=DEFAULT_S3_REGION),
+            endpoint=Field(Kind.STRING, "endpoint URL of an S3-compatible service"),
+            force_path_style=Field(Kind.BOOLEAN, "use path-style bucket addressing", default=False),
+            credentials=Field(
+                Kind.MAPPING,
+                "names of the secrets holding the credentials; omitted: the default credential chain",
+                fields=S3_CREDENTIAL_FIELDS,
+                required=("access_key_id_env", "secret_access_key_env"),
+            ),
+        ),
+        "http_upload": _table(
+            staging_path=Field(
+                Kind.STRING, "staging directory of this pipeline; default <server.http.staging_root>/<pipeline id>"
+            ),
+            max_upload_size=Field(Kind.BYTE_SIZE, "upload limit of this pipeline; default server.http.max_upload_size"),
+        ),
+    }
+)
+
+BACKEND_REQUIRED: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"local": ("path",), "ssh": ("host", "user", "path"), "s3": ("bucket",), "http_upload": ()}
+)
+
+#: Every key that belongs to some backend, with the backends that own it.
+BACKEND_KEY_OWNERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        key: tuple(name for name, table in BACKEND_FIELDS.items() if key in table)
+        for key in dict.fromkeys(k for table in BACKEND_FIELDS.values() for k in table)
+    }
+)
+
+DESTINATION_FIELDS = _table(
+    id=Field(Kind.STRING, "destination id, unique within the pipeline", pattern=SLUG_PATTERN),
+    publish=Field(
+        Kind.MAPPING,
+        "what is published; absent: source files only; an omitted key inside the block is false",
+        fields=_table(
+            source=Field(Kind.BOOLEAN, "publish the bundle's files", default=False),
+            html=Field(Kind.BOOLEAN, "publish HTML generated from Markdown files", default=False),
+        ),
+    ),
+    transform=Field(
+        Kind.MAPPING,
+        "transforms that generate outputs",
+        fields=_table(
+            markdown_to_html=Field(
+                Kind.MAPPING,
+                "render Markdown files to HTML",
+                fields=_table(
+                    enabled=Field(Kind.BOOLEAN, "enable the transform", default=False),
+                    mode=Field(
+                        Kind.STRING, "sidecar: name.md -> name.html; index: the one Markdown file -> index.html",
+                        choices=MARKDOWN_MODES, default="sidecar",
+                    ),
+                ),
+            ),
+        ),
+    ),
+    path_mapping=Field(
+        Kind.MAPPING,
+        "where a bundle lands below the destination root",
+        fields=_mode("preserve_relative: the source-relative bundle path; fixed: the destination root",
+                     PATH_MAPPING_MODES, "preserve_relative"),
+    ),
+    links=Field(
+        Kind.MAPPING,
+        "public URLs recorded in destination state",
+        fields=_table(
+            base_url=Field(Kind.STRING, "absolute http(s) URL of the destination root"),
+            primary=Field(Kind.STRING, "which output becomes the primary URL", choices=LINK_PRIMARIES, default="auto"),
+        ),
+        required=("base_url",),
+    ),
+    state=Field(
+        Kind.MAPPING,
+        "destination state ownership",
+        fields=_mode("single_owner or shared_root", STATE_MODES, "single_owner"),
+    ),
+    reconciliation=Field(
+        Kind.MAPPING,
+        "what happens to managed outputs the new publication omits",
+        fields=_mode("replace: delete them; merge: keep them", RECONCILIATION_MODES, "replace"),
+    ),
+    retention=Field(
+        Kind.MAPPING,
+        "retention of managed outputs",
+        fields=_table(
+            prune=Field(
+                Kind.MAPPING,
+                "the policy `distributor prune` applies",
+                fields=_table(
+                    enabled=Field(Kind.BOOLEAN, "enable pruning", default=False),
+                    older_than=Field(Kind.DURATION, "prune outputs updated longer ago than this"),
+                    keep_latest=Field(Kind.INTEGER, "always keep this many newest outputs"),
+                ),
+            ),
+        ),
+    ),
+    takeover=Field(
+        Kind.MAPPING,
+        "when a normal publication may replace managed content of another owner or source",
+        fields=_mode("same_pipeline, same_source, any_managed or never", TAKEOVER_MODES, "same_pipeline"),
+    ),
+    transfer=Field(
+        Kind.MAPPING,
+        "actions for comparison outcomes",
+        fields=_table(
+            **{
+                name: Field(Kind.STRING, f"action when {name.removeprefix('on_').replace('_', ' ')}",
+                            choices=choices, default=choices[0])
+                for name, choices in TRANSFER_CHOICES.items()
+            }
+        ),
+    ),
+)
+
+UPLOAD_TOKEN_FIELDS = _table(
+    id=Field(Kind.STRING, "token record id", pattern=SLUG_PATTERN),
+    token_env=Field(Kind.STRING, "environment variable or secret-file name holding the bearer token"),
+    allow_pipelines=Field(Kind.STRING_LIST, "http_upload pipeline ids this token may upload to", min_items=1),
+)
+
+PIPELINE_FIELDS = _table(
+    id=Field(Kind.STRING, "pipeline id, unique in the config", pattern=SLUG_PATTERN),
+    source=Field(
+        Kind.MAPPING, "where bundles come from; backend fields are inline", backends=SOURCE_BACKENDS,
+        required=("backend",),
+    ),
+    validation=Field(Kind.MAPPING, "validation policy: an empty mapping (digest checks are always on)"),
+    destinations=Field(
+        Kind.MAPPING_LIST,
+        "where bundles are published; backend fields are inline",
+        fields=DESTINATION_FIELDS,
+        backends=DESTINATION_BACKENDS,
+        required=("id", "backend"),
+        min_items=1,
+    ),
+)
+
+ROOT_FIELDS = _table(
+    server=Field(
+        Kind.MAPPING,
+        "server settings",
+        fields=_table(http=Field(Kind.MAPPING, "the HTTP upload server", fields=SERVER_HTTP_FIELDS)),
+    ),
+    secrets=Field(
+        Kind.MAPPING,
+        "secret resolution",
+        fields=_table(
+            directory=Field(
+                Kind.STRING, "directory of secret files, looked up after the environment; empty: disabled", default=""
+            )
+        ),
+    ),
+    upload_tokens=Field(
+        Kind.MAPPING_LIST,
+        "bearer tokens for `distributor serve`",
+        fields=UPLOAD_TOKEN_FIELDS,
+        required=("id", "token_env", "allow_pipelines"),
+    ),
+    pipelines=Field(
+        Kind.MAPPING_LIST, "pipelines", fields=PIPELINE_FIELDS, required=("id", "source", "destinations"),
+        min_items=1,
+    ),
+)

@@ -1,0 +1,57 @@
+"""Loading a config: YAML → strict decode → defaults → validation → models (interfaces §1.1).
+
+YAML problems are reported alone. Schema problems (unknown fields, wrong types, malformed
+durations and byte sizes) are reported together, in document order. When there are none,
+defaults are applied and every rule violation is reported, in discovery order. Any of these
+raises :class:`ConfigError`, whose ``messages`` list them all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from distributor_core.config.decode import decode_document
+from distributor_core.config.defaults import apply_defaults
+from distributor_core.config.errors import ConfigError, ConfigFileError
+from distributor_core.config.loader import load_yaml_mapping
+from distributor_core.config.models import Config
+from distributor_core.config.validate import validate_tree
+
+
+def parse_config(
+    text: str, *, base_dir: str | os.PathLike[str], source_name: str = "<string>"
+) -> Config:
+    """Load a config from YAML text; relative paths resolve against ``base_dir``."""
+    return _parse(text, base_dir=base_dir, source_name=source_name, config_path=None)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Load the config file at ``path``; relative paths in it resolve against its directory."""
+    name = os.fspath(path)
+    try:
+        data = Path(name).read_bytes()
+    except OSError as exc:
+        raise ConfigFileError([f"cannot read config {name}: {exc.strerror or exc}"], source=name) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [f"{name}: yaml: invalid UTF-8 at byte {exc.start}"], source=name
+        ) from None
+    config_path = Path(os.path.abspath(name))
+    return _parse(text, base_dir=config_path.parent, source_name=name, config_path=config_path)
+
+
+def _parse(
+    text: str, *, base_dir: str | os.PathLike[str], source_name: str, config_path: Path | None
+) -> Config:
+    raw = load_yaml_mapping(text, source_name=source_name)
+    tree, messages = decode_document(raw)
+    if messages:
+        raise ConfigError(messages, source=source_name)
+    filled = apply_defaults(tree, Path(os.path.abspath(base_dir)))
+    messages = validate_tree(filled)
+    if messages:
+        raise ConfigError(messages, source=source_name)
+    return Config.model_validate({**filled, "config_path": config_path})

@@ -1,0 +1,296 @@
+"""Pydantic v2 models of a loaded, defaulted and validated config.
+
+These are what the rest of distributor consumes. They are immutable and reject unknown fields.
+A :class:`Config` only exists for a valid file: every default of interfaces §1.9 is filled in,
+every local path is absolute (resolved against the config file's directory, resolutions D4), and
+every mode is one of its documented values.
+
+Backend fields are inline in the YAML; here a source *is* its backend model
+(:class:`LocalBackend`, :class:`SSHBackend`, :class:`S3Backend`, :class:`HTTPUploadSource`) and a
+destination carries its backend model in ``storage`` (``destination.backend`` names it).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from distributor_core.config.addresses import split_host_port
+from distributor_core.config.errors import ConfigLookupError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- server, secrets, upload tokens ---------------------------------------------------------
+
+
+class ServerHTTP(_Model):
+    """``server.http``: the upload server. Sizes are bytes; ``staging_root`` is absolute."""
+
+    bind: str
+    staging_root: Path
+    max_upload_size: int
+    queue_size: int
+    max_concurrency: int
+    retention: timedelta
+
+    @property
+    def bind_host(self) -> str:
+        """Host part of ``bind`` (without IPv6 brackets)."""
+        return split_host_port(self.bind)[0]
+
+    @property
+    def bind_port(self) -> int:
+        return split_host_port(self.bind)[1]
+
+
+class Server(_Model):
+    http: ServerHTTP
+
+
+class Secrets(_Model):
+    """``secrets``: ``directory`` as written (``""`` = disabled) and its resolved absolute path."""
+
+    directory: str = ""
+    resolved_directory: Path | None = None
+
+
+class UploadToken(_Model):
+    """One ``upload_tokens`` record. The value is never in the config, only its secret name."""
+
+    id: str
+    token_env: str
+    allow_pipelines: tuple[str, ...]
+
+
+# --- backends ---------------------------------------------------------------------------------
+
+
+class LocalBackend(_Model):
+    """A local directory. ``path`` is the configured text; ``resolved_path`` is absolute."""
+
+    backend: Literal["local"] = "local"
+    path: str
+    resolved_path: Path
+
+    @property
+    def root_path(self) -> str:
+        """The configured root, as reports show it (``.`` when empty)."""
+        return self.path or "."
+
+    @property
+    def root_key(self) -> str:
+        """Identifies the destination root for serialisation (resolutions B1)."""
+        return f"local:{self.resolved_path}"
+
+
+class SSHBackend(_Model):
+    """An SFTP server. ``path`` is the absolute remote root; key files are absolute local paths."""
+
+    backend: Literal["ssh"] = "ssh"
+    host: str
+    port: int = 22
+    user: str
+    path: str
+    private_key_file: Path | None = None
+    known_hosts_file: Path
+    host_key_policy: Literal["strict", "accept_new"] = "strict"
+
+    @property
+    def root_path(self) -> str:
+        return self.path or "."
+
+    @property
+    def root_key(self) -> str:
+        return f"ssh://{self.user}@{self.host}:{self.port}{self.path}"
+
+
+class S3Credentials(_Model):
+    """Names of the secrets (environment variables or secret files) holding S3 credentials."""
+
+    access_key_id_env: str
+    secret_access_key_env: str
+
+
+class S3Backend(_Model):
+    """An S3 bucket (``endpoint`` for S3-compatible services, passed to boto3 as ``endpoint_url``)."""
+
+    backend: Literal["s3"] = "s3"
+    bucket: str
+    prefix: str = ""
+    region: str = "us-east-1"
+    endpoint: str | None = None
+    force_path_style: bool = False
+    credentials: S3Credentials | None = None
+
+    @property
+    def root_path(self) -> str:
+        """The configured prefix, as reports show it (``.`` for the bucket root)."""
+        return self.prefix or "."
+
+    @property
+    def root_key(self) -> str:
+        where = f"s3://{self.bucket}/{self.prefix}"
+        return f"{where}@{self.endpoint}" if self.endpoint else where
+
+
+class HTTPUploadSource(_Model):
+    """An ``http_upload`` source, served by ``distributor serve``. ``staging_path`` is absolute."""
+
+    backend: Literal["http_upload"] = "http_upload"
+    staging_path: Path
+    max_upload_size: int
+
+
+StorageBackend = Annotated[LocalBackend | SSHBackend | S3Backend, Field(discriminator="backend")]
+SourceBackend = Annotated[
+    LocalBackend | SSHBackend | S3Backend | HTTPUploadSource, Field(discriminator="backend")
+]
+
+
+# --- destination policies ---------------------------------------------------------------------
+
+
+class PublishPolicy(_Model):
+    source: bool = True
+    html: bool = False
+
+
+class MarkdownToHTML(_Model):
+    enabled: bool = False
+    mode: Literal["sidecar", "index"] = "sidecar"
+
+
+class TransformPolicy(_Model):
+    markdown_to_html: MarkdownToHTML | None = None
+
+
+class PathMappingPolicy(_Model):
+    mode: Literal["preserve_relative", "fixed"] = "preserve_relative"
+
+
+class LinksPolicy(_Model):
+    base_url: str
+    primary: Literal["auto", "source", "html"] = "auto"
+
+
+class StatePolicy(_Model):
+    mode: Literal["single_owner", "shared_root"] = "single_owner"
+
+
+class ReconciliationPolicy(_Model):
+    mode: Literal["replace", "merge"] = "replace"
+
+
+class PrunePolicy(_Model):
+    """``retention.prune``. ``keep_latest`` may be negative only while ``enabled`` is false."""
+
+    enabled: bool = False
+    older_than: timedelta | None = None
+    keep_latest: int | None = None
+
+
+class RetentionPolicy(_Model):
+    prune: PrunePolicy = PrunePolicy()
+
+
+class TakeoverPolicy(_Model):
+    mode: Literal["same_pipeline", "same_source", "any_managed", "never"] = "same_pipeline"
+
+
+class TransferPolicy(_Model):
+    on_destination_same: Literal["skip", "fail"] = "skip"
+    on_destination_older: Literal["replace", "fail"] = "replace"
+    on_destination_newer: Literal["skip", "fail", "replace"] = "skip"
+    on_conflict: Literal["fail", "replace"] = "fail"
+
+
+class ValidationPolicy(_Model):
+    """The pipeline ``validation`` block: empty (digest verification is always on)."""
+
+
+class Destination(_Model):
+    id: str
+    storage: StorageBackend
+    publish: PublishPolicy = PublishPolicy()
+    transform: TransformPolicy = TransformPolicy()
+    path_mapping: PathMappingPolicy = PathMappingPolicy()
+    links: LinksPolicy | None = None
+    state: StatePolicy = StatePolicy()
+    reconciliation: ReconciliationPolicy = ReconciliationPolicy()
+    retention: RetentionPolicy = RetentionPolicy()
+    takeover: TakeoverPolicy = TakeoverPolicy()
+    transfer: TransferPolicy = TransferPolicy()
+
+    @property
+    def backend(self) -> Literal["local", "ssh", "s3"]:
+        return self.storage.backend
+
+    @property
+    def markdown_mode(self) -> Literal["sidecar", "index"] | None:
+        """The Markdown rendering mode when this destination publishes HTML, else ``None``."""
+        markdown = self.transform.markdown_to_html
+        if not self.publish.html or markdown is None or not markdown.enabled:
+            return None
+        return markdown.mode
+
+
+class Pipeline(_Model):
+    id: str
+    source: SourceBackend
+    validation: ValidationPolicy = ValidationPolicy()
+    destinations: tuple[Destination, ...]
+
+    @property
+    def is_upload(self) -> bool:
+        """True when bundles arrive through ``distributor serve`` (``http_upload`` source)."""
+        return self.source.backend == "http_upload"
+
+    def destination(self, destination_id: str) -> Destination:
+        """The destination with this id; :class:`ConfigLookupError` when there is none."""
+        if destination_id == "":
+            raise ConfigLookupError("destination id is required")
+        for destination in self.destinations:
+            if destination.id == destination_id:
+                return destination
+        raise ConfigLookupError(f"pipeline {self.id} destination {destination_id} not found")
+
+    def destination_index(self, destination_id: str) -> int:
+        return self.destinations.index(self.destination(destination_id))
+
+
+class Config(_Model):
+    """A loaded config. ``base_dir`` is the directory relative paths were resolved against."""
+
+    server: Server
+    secrets: Secrets = Secrets()
+    upload_tokens: tuple[UploadToken, ...] = ()
+    pipelines: tuple[Pipeline, ...]
+    base_dir: Path
+    config_path: Path | None = None
+
+    def pipeline(self, pipeline_id: str) -> Pipeline:
+        """The pipeline with this id; :class:`ConfigLookupError` ``pipeline "<id>" not found``."""
+        if pipeline_id == "":
+            raise ConfigLookupError("pipeline id is required")
+        for pipeline in self.pipelines:
+            if pipeline.id == pipeline_id:
+                return pipeline
+        raise ConfigLookupError(f'pipeline "{pipeline_id}" not found')
+
+    def pipeline_index(self, pipeline_id: str) -> int:
+        return self.pipelines.index(self.pipeline(pipeline_id))
+
+    def destination(self, pipeline_id: str, destination_id: str) -> Destination:
+        """Shorthand for ``config.pipeline(p).destination(d)``."""
+        return self.pipeline(pipeline_id).destination(destination_id)
+
+    @property
+    def upload_pipelines(self) -> tuple[Pipeline, ...]:
+        """Pipelines whose source backend is ``http_upload``, in file order."""
+        return tuple(pipeline for pipeline in self.pipelines if pipeline.is_upload)

@@ -1,0 +1,116 @@
+"""JSON Schema (draft 2020-12) of the YAML config, for editors and ``distributor config schema``.
+
+Generated from the same field table the strict decoder uses (``fields.py``), so it names exactly
+the keys the loader accepts. Backend fields are inline: a source or destination allows the keys
+of the backend its ``backend`` names, expressed with ``if``/``then`` branches.
+
+The schema describes the documented form. The loader is a little more lenient in two ways the
+schema does not mirror: a ``null`` value means "absent", and a number written for a string field
+is taken as its text. Rules between fields (ids unique, upload tokens referencing upload
+pipelines, retention needing a policy when enabled, ...) are checked by the loader only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from distributor_core.config.fields import (
+    BACKEND_FIELDS,
+    BACKEND_REQUIRED,
+    ROOT_FIELDS,
+    Field,
+    Kind,
+)
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
+BYTE_SIZE_PATTERN = r"^[0-9]+( ?([bB]|[kKmMgGtT][iI]?[bB]))?$"
+
+_DEFS = {
+    "duration": {
+        "type": "string",
+        "pattern": DURATION_PATTERN,
+        "description": "Go duration such as 24h, 90m, 1h30m or 1.5h (units ns, us, ms, s, m, h; no d)",
+    },
+    "byte_size": {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": BYTE_SIZE_PATTERN},
+        ],
+        "description": "bytes, or a size such as 20MB (B, KB, MB, GB, TB; powers of 1024; KiB... accepted)",
+    },
+}
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the config file, as a fresh ``dict`` (safe to mutate)."""
+    schema: dict[str, Any] = {
+        "$schema": DRAFT,
+        "title": "distributor configuration",
+        "description": "Configuration file of distributor (see docs/config.md).",
+    }
+    schema.update(_object(ROOT_FIELDS, (), ("pipelines",)))
+    schema["$defs"] = {name: dict(value) for name, value in _DEFS.items()}
+    return schema
+
+
+def _object(fields: Mapping[str, Field], backends: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
+    properties = {name: _field(spec) for name, spec in fields.items()}
+    if not backends:
+        result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+        if required:
+            result["required"] = list(required)
+        return result
+    properties["backend"] = {"enum": list(backends), "description": "storage backend; its fields are inline"}
+    branches = []
+    for backend in backends:
+        allowed: dict[str, Any] = {name: {} for name in properties}
+        allowed["backend"] = {"const": backend}
+        allowed.update({name: _field(spec) for name, spec in BACKEND_FIELDS[backend].items()})
+        then: dict[str, Any] = {"properties": allowed, "additionalProperties": False}
+        if BACKEND_REQUIRED[backend]:
+            then["required"] = list(BACKEND_REQUIRED[backend])
+        branches.append(
+            {"if": {"properties": {"backend": {"const": backend}}, "required": ["backend"]}, "then": then}
+        )
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": sorted(set(required) | {"backend"}, key=[*fields, "backend"].index),
+        "allOf": branches,
+    }
+
+
+def _field(spec: Field) -> dict[str, Any]:
+    kind = spec.kind
+    if kind is Kind.STRING:
+        result: dict[str, Any] = {"type": "string"}
+        if spec.choices:
+            result["enum"] = list(spec.choices)
+        if spec.pattern:
+            result["pattern"] = f"^{spec.pattern}$"
+    elif kind is Kind.BOOLEAN:
+        result = {"type": "boolean"}
+    elif kind is Kind.INTEGER:
+        result = {"type": "integer"}
+        if spec.minimum is not None:
+            result["minimum"] = spec.minimum
+        if spec.maximum is not None:
+            result["maximum"] = spec.maximum
+    elif kind is Kind.DURATION:
+        result = {"$ref": "#/$defs/duration"}
+    elif kind is Kind.BYTE_SIZE:
+        result = {"$ref": "#/$defs/byte_size"}
+    elif kind is Kind.STRING_LIST:
+        result = {"type": "array", "items": {"type": "string"}}
+    elif kind is Kind.MAPPING:
+        result = _object(spec.fields, spec.backends, spec.required)
+    else:
+        result = {"type": "array", "items": _object(spec.fields, spec.backends, spec.required)}
+    if kind in (Kind.STRING_LIST, Kind.MAPPING_LIST) and spec.min_items is not None:
+        result["minItems"] = spec.min_items
+    result["description"] = spec.doc
+    if spec.default is not None:
+        result["default"] = spec.default
+    return result

@@ -1,0 +1,287 @@
+"""The validation message catalogue (interfaces §1.10, resolutions C5, spec README #2 and #3).
+
+:func:`validate_tree` checks a tree that went through decoding and defaults and returns every
+message in discovery order: ``server.http``, then pipelines in file order (each pipeline's id,
+source, destinations; each destination's id, backend, publish/transform, path_mapping, links,
+state, reconciliation, retention, takeover, transfer), then upload tokens. The wording of every
+message is part of the contract; tests assert them exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from distributor_core import paths
+from distributor_core.config.addresses import has_query_or_fragment, is_http_url, split_host_port
+from distributor_core.config.fields import (
+    DESTINATION_BACKENDS,
+    HOST_KEY_POLICIES,
+    LINK_PRIMARIES,
+    MARKDOWN_MODES,
+    PATH_MAPPING_MODES,
+    RECONCILIATION_MODES,
+    SLUG_PATTERN,
+    SOURCE_BACKENDS,
+    STATE_MODES,
+    TAKEOVER_MODES,
+    TRANSFER_CHOICES,
+)
+
+Tree = dict[str, Any]
+_SLUG = re.compile(SLUG_PATTERN, re.ASCII)
+
+
+def is_slug_like_id(value: str) -> bool:
+    """``[a-zA-Z0-9][a-zA-Z0-9._-]*`` over the whole string (interfaces §0.2)."""
+    return _SLUG.fullmatch(value) is not None
+
+
+def one_of(choices: Sequence[str]) -> str:
+    """``a or b`` for two values, ``a, b, or c`` for more."""
+    if len(choices) == 1:
+        return choices[0]
+    if len(choices) == 2:
+        return f"{choices[0]} or {choices[1]}"
+    return ", ".join(choices[:-1]) + f", or {choices[-1]}"
+
+
+def pipeline_context(pipeline_index: int) -> str:
+    return f"pipelines[{pipeline_index}]"
+
+
+def destination_context(pipeline_index: int, destination_index: int) -> str:
+    """The message context of a destination: ``pipelines[i].destinations[j]``."""
+    return f"{pipeline_context(pipeline_index)}.destinations[{destination_index}]"
+
+
+def validate_tree(tree: Tree) -> list[str]:
+    """Every rule violation of a defaulted tree, in discovery order."""
+    errs: list[str] = []
+    _server_http(tree["server"]["http"], errs)
+
+    pipelines = tree["pipelines"]
+    if not pipelines:
+        errs.append("pipelines is required")
+    pipeline_ids: set[str] = set()
+    upload_pipeline_ids: dict[str, None] = {}  # ordered set, file order
+    for index, pipeline in enumerate(pipelines):
+        context = pipeline_context(index)
+        pipeline_id = pipeline["id"]
+        if pipeline_id == "":
+            errs.append(f"{context}.id is required")
+        elif not is_slug_like_id(pipeline_id):
+            errs.append(f"{context}.id must be a slug-like identifier")
+        elif pipeline_id in pipeline_ids:
+            errs.append(f"pipeline id {pipeline_id} is duplicated")
+        else:
+            pipeline_ids.add(pipeline_id)
+
+        _backend(pipeline["source"], f"{context}.source", errs, source=True)
+        if pipeline["source"].get("backend") == "http_upload" and pipeline_id != "":
+            upload_pipeline_ids[pipeline_id] = None
+
+        if not pipeline["destinations"]:
+            errs.append(f"{context}.destinations is required")
+        destination_ids: set[str] = set()
+        for position, destination in enumerate(pipeline["destinations"]):
+            _destination(destination, destination_context(index, position), pipeline_id, destination_ids, errs)
+
+    _upload_tokens(tree["upload_tokens"], pipeline_ids, upload_pipeline_ids, errs)
+    return errs
+
+
+def _server_http(http: Tree, errs: list[str]) -> None:
+    try:
+        split_host_port(http["bind"])
+    except ValueError:
+        errs.append("server.http.bind must be a host:port address such as 127.0.0.1:8080")
+    if str(http["staging_root"]) == "":
+        errs.append("server.http.staging_root is required")
+    for name in ("max_upload_size", "queue_size", "max_concurrency"):
+        if http[name] <= 0:
+            errs.append(f"server.http.{name} must be greater than zero")
+    if http["retention"].total_seconds() <= 0:
+        errs.append("server.http.retention must be greater than zero")
+
+
+def _backend(storage: Tree, context: str, errs: list[str], *, source: bool) -> None:
+    name = storage.get("backend", "")
+    if name == "":
+        errs.append(f"{context}.backend is required")
+        return
+    if not source and name == "http_upload":
+        errs.append(f"{context}.backend http_upload is valid only as a source backend")
+        return
+    allowed = SOURCE_BACKENDS if source else DESTINATION_BACKENDS
+    if name not in allowed:
+        errs.append(f"{context}.backend must be {one_of(allowed)}")
+        return
+    _BACKEND_CHECKS[name](storage, context, errs)
+
+
+def _local(storage: Tree, context: str, errs: list[str]) -> None:
+    if storage["path"] == "":
+        errs.append(f"{context}.path is required for local backend")
+
+
+def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
+    if storage["host"] == "":
+        errs.append(f"{context}.host is required for ssh backend")
+    if not 1 <= storage["port"] <= 65535:
+        errs.append(f"{context}.port must be between 1 and 65535")
+    if storage["user"] == "":
+        errs.append(f"{context}.user is required for ssh backend")
+    if storage["path"] == "":
+        errs.append(f"{context}.path is required for ssh backend")
+    elif not storage["path"].startswith("/"):
+        errs.append(f"{context}.path must be an absolute remote path for ssh backend")
+    if storage["host_key_policy"] not in HOST_KEY_POLICIES:
+        errs.append(f"{context}.host_key_policy must be {one_of(HOST_KEY_POLICIES)}")
+
+
+def _s3(storage: Tree, context: str, errs: list[str]) -> None:
+    if storage["bucket"] == "":
+        errs.append(f"{context}.bucket is required for s3 backend")
+    if storage["prefix"] != "" and paths.check_path(storage["prefix"]) is not None:
+        errs.append(f"{context}.prefix must be a clean relative slash-separated path")
+    if storage["endpoint"] is not None and not is_http_url(storage["endpoint"]):
+        errs.append(f"{context}.endpoint must be an absolute http or https URL")
+    credentials = storage["credentials"]
+    if credentials is not None and not (credentials["access_key_id_env"] and credentials["secret_access_key_env"]):
+        errs.append(f"{context}.credentials.access_key_id_env and secret_access_key_env must be set together")
+
+
+def _http_upload(storage: Tree, context: str, errs: list[str]) -> None:
+    if storage["staging_path"] is None or str(storage["staging_path"]) == "":
+        errs.append(f"{context}.staging_path is required for http_upload backend")
+    if storage["max_upload_size"] <= 0:
+        errs.append(f"{context}.max_upload_size must be greater than zero")
+
+
+_BACKEND_CHECKS: dict[str, Callable[[Tree, str, list[str]], None]] = {
+    "local": _local,
+    "ssh": _ssh,
+    "s3": _s3,
+    "http_upload": _http_upload,
+}
+
+
+def _destination(
+    destination: Tree, context: str, pipeline_id: str, destination_ids: set[str], errs: list[str]
+) -> None:
+    destination_id = destination["id"]
+    if destination_id == "":
+        errs.append(f"{context}.id is required")
+    elif not is_slug_like_id(destination_id):
+        errs.append(f"{context}.id must be a slug-like identifier")
+    elif destination_id in destination_ids:
+        errs.append(f"destination id {destination_id} is duplicated in pipeline {pipeline_id}")
+    else:
+        destination_ids.add(destination_id)
+
+    _backend(destination["storage"], context, errs, source=False)
+    _publish_transform(destination, context, errs)
+    _choice(destination["path_mapping"]["mode"], PATH_MAPPING_MODES, f"{context}.path_mapping.mode", errs)
+    _links(destination["links"], f"{context}.links", errs)
+    _choice(destination["state"]["mode"], STATE_MODES, f"{context}.state.mode", errs)
+    _choice(destination["reconciliation"]["mode"], RECONCILIATION_MODES, f"{context}.reconciliation.mode", errs)
+    _retention(destination["retention"]["prune"], f"{context}.retention", errs)
+    _choice(destination["takeover"]["mode"], TAKEOVER_MODES, f"{context}.takeover.mode", errs)
+    for name, choices in TRANSFER_CHOICES.items():
+        _choice(destination["transfer"][name], choices, f"{context}.transfer.{name}", errs)
+
+
+def _choice(value: str, choices: Sequence[str], path: str, errs: list[str]) -> None:
+    if value not in choices:
+        errs.append(f"{path} must be {one_of(choices)}")
+
+
+def _publish_transform(destination: Tree, context: str, errs: list[str]) -> None:
+    publish = destination["publish"]
+    markdown = destination["transform"]["markdown_to_html"]
+    if not publish["source"] and not publish["html"]:
+        errs.append(f"{context}.publish must enable source or html")
+    if publish["html"] and (markdown is None or not markdown["enabled"]):
+        errs.append(f"{context}.transform.markdown_to_html must be enabled when publish.html is true")
+    if markdown is not None:
+        _choice(markdown["mode"], MARKDOWN_MODES, f"{context}.transform.markdown_to_html.mode", errs)
+
+
+def _links(links: Tree | None, context: str, errs: list[str]) -> None:
+    if links is None:
+        return
+    base_url = links["base_url"]
+    if base_url == "":
+        errs.append(f"{context}.base_url is required")
+    elif not is_http_url(base_url):
+        errs.append(f"{context}.base_url must be an absolute http or https URL")
+    elif has_query_or_fragment(base_url):
+        errs.append(f"{context}.base_url must not have a query or fragment")
+    _choice(links["primary"], LINK_PRIMARIES, f"{context}.primary", errs)
+
+
+def _retention(prune: Tree, context: str, errs: list[str]) -> None:
+    if not prune["enabled"]:
+        return
+    older_than, keep_latest = prune["older_than"], prune["keep_latest"]
+    if older_than is None and keep_latest is None:
+        errs.append(f"{context}.prune must set older_than or keep_latest when enabled is true")
+    if older_than is not None and older_than.total_seconds() <= 0:
+        errs.append(f"{context}.prune.older_than must be greater than zero")
+    if keep_latest is not None and keep_latest < 0:
+        errs.append(f"{context}.prune.keep_latest must be zero or greater")
+
+
+def _upload_tokens(
+    tokens: list[Tree], pipeline_ids: set[str], upload_pipeline_ids: dict[str, None], errs: list[str]
+) -> None:
+    if not upload_pipeline_ids:
+        if tokens:
+            errs.append("upload_tokens must reference configured http_upload pipelines")
+        return
+    if not tokens:
+        errs.append("upload_tokens is required when any pipeline source backend is http_upload")
+        return
+
+    token_ids: set[str] = set()
+    allowed_upload_ids: set[str] = set()
+    for index, token in enumerate(tokens):
+        context = f"upload_tokens[{index}]"
+        token_id = token["id"]
+        if token_id == "":
+            errs.append(f"{context}.id is required")
+        elif not is_slug_like_id(token_id):
+            errs.append(f"{context}.id must be a slug-like identifier")
+        elif token_id in token_ids:
+            errs.append(f"upload token id {token_id} is duplicated")
+        else:
+            token_ids.add(token_id)
+
+        if token["token_env"] == "":
+            errs.append(f"{context}.token_env is required")
+        if not token["allow_pipelines"]:
+            errs.append(f"{context}.allow_pipelines is required")
+
+        seen: set[str] = set()
+        for position, allowed in enumerate(token["allow_pipelines"]):
+            entry = f"{context}.allow_pipelines[{position}]"
+            if allowed == "":
+                errs.append(f"{entry} is required")
+                continue
+            if allowed in seen:
+                errs.append(f"{context}.allow_pipelines contains duplicate pipeline id {allowed}")
+                continue
+            seen.add(allowed)
+            if allowed not in pipeline_ids:
+                errs.append(f"{entry} references unknown pipeline {allowed}")
+                continue
+            if allowed not in upload_pipeline_ids:
+                errs.append(f"{entry} references non-http_upload pipeline {allowed}")
+                continue
+            allowed_upload_ids.add(allowed)
+
+    for pipeline_id in upload_pipeline_ids:
+        if pipeline_id not in allowed_upload_ids:
+            errs.append(f"http_upload pipeline {pipeline_id} is not allowed by any upload token")
