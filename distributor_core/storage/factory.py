@@ -2,7 +2,10 @@
 
 ``local`` is opened directly; ``ssh`` and ``s3`` are imported lazily so that importing the core
 never pulls in paramiko or boto3. Config objects are read by attribute (``backend``, ``path``, and
-the backend's own fields, which the SFTP and S3 adapters read in their ``from_config``).
+the backend's own fields, which the SFTP and S3 adapters read in their ``from_config``). A
+destination config carries its backend model in ``storage``; a source config is the backend
+model itself. Local paths use ``resolved_path`` (absolute, resolved against the config file's
+directory) when the model has it, and ``root_path`` (the configured text) for display.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ class UnsupportedBackendError(ValueError):
 
 
 def _open(cfg: Any, env: Any, *, role: str, dry_run: bool) -> Storage:
+    cfg = getattr(cfg, "storage", None) or cfg
     backend = getattr(cfg, "backend", None)
     backend = getattr(backend, "value", backend)  # tolerate enum-valued fields
     if backend == "local":
-        path = cfg.path
-        return LocalStorage(path, display=str(path))
+        path = getattr(cfg, "resolved_path", None) or cfg.path
+        display = getattr(cfg, "root_path", None) or str(cfg.path) or "."
+        return LocalStorage(path, display=str(display))
     if backend == "ssh":
         from distributor_core.storage.sftp import SFTPStorage
 

@@ -1,0 +1,87 @@
+"""How a command is described: its flags, positional argument, help text and ``run`` function.
+
+A command module under :mod:`distributor_core.cli.commands` exposes ``COMMAND``; the registry
+finds it by itself. The framework parses and checks arguments in the documented order (help →
+flags → positional arguments → ``--format``) before ``run`` sees an :class:`Invocation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distributor_core.cli.output import Output
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A ``--name`` flag. Without ``metavar`` it is a boolean switch; ``repeat`` collects every
+    occurrence in order into a list."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    repeat: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    @property
+    def is_switch(self) -> bool:
+        return self.metavar is None
+
+
+@dataclass(frozen=True)
+class Positional:
+    """The one positional argument a command may take (``<path>``). ``required`` means exactly
+    one; otherwise at most one."""
+
+    metavar: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What ``run`` receives: the full command name, parsed flags, the positional argument (or
+    ``None``) and the output helpers bound to the chosen format."""
+
+    command: str
+    args: argparse.Namespace
+    positional: str | None
+    out: Output
+
+
+RunFunction = Callable[[Invocation], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command, or a group of subcommands (``manifest create``, ``config schema``).
+
+    ``usage`` lines follow ``distributor `` in the help; ``formats`` adds ``--format text|json``.
+    A group has ``subcommands`` and no ``run``.
+    """
+
+    name: str
+    summary: str
+    usage: tuple[str, ...] = ()
+    description: str = ""
+    flags: tuple[Flag, ...] = ()
+    formats: bool = True
+    positional: Positional | None = None
+    run: RunFunction | None = None
+    subcommands: tuple[Command, ...] = field(default=())
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.subcommands)
+
+    def subcommand(self, name: str) -> Command | None:
+        for sub in self.subcommands:
+            if sub.name == name:
+                return sub
+        return None
