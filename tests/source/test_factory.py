@@ -95,3 +95,31 @@ def test_s3_opens_through_from_config(moto_server: Any) -> None:
         client.close()
     finally:
         storage.close()
+
+
+def test_real_config_models(tmp_path: Path) -> None:
+    from distributor_core.config import Environment, load_config
+
+    (tmp_path / "spool").mkdir()
+    (tmp_path / "spool" / "a.txt").write_bytes(b"a")
+    config_path = tmp_path / "distributor.yml"
+    config_path.write_text(
+        "pipelines:\n"
+        "  - id: reports\n"
+        "    source: {backend: local, path: spool}\n"
+        "    destinations:\n"
+        "      - {id: archive, backend: local, path: published}\n"
+    )
+    config = load_config(config_path)
+    env = Environment.from_config(config, {})
+    pipeline = config.pipeline("reports")
+    source = open_source_storage(pipeline.source, env)
+    assert isinstance(source, LocalStorage)
+    assert source.read_bytes("a.txt") == b"a"
+    assert source.root_display == "spool"
+    dest = open_destination_storage(pipeline.destination("archive"), env)
+    assert isinstance(dest, LocalStorage)
+    assert dest.root == tmp_path / "published"
+    assert dest.root_display == "published"
+    dest.write_bytes("daily/x.txt", b"x", overwrite=False)
+    assert (tmp_path / "published" / "daily" / "x.txt").read_bytes() == b"x"
