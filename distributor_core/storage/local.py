@@ -140,8 +140,6 @@ class LocalStorage(Storage):
 
     def _ensure_parent(self, op: str, path: str) -> None:
         directory = lp.parent(path)
-        if directory == "":
-            return
         self._check_ancestors(op, path, include_self=False)
         try:
             os.makedirs(self._os_path(directory), mode=_DIR_MODE, exist_ok=True)

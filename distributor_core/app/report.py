@@ -1,0 +1,149 @@
+"""Run reports: what ``distributor run``, the upload server and Dagster show (interfaces §2.5, resolutions C2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributor_core import paths as lp
+from distributor_core.execute.publish import PublishOutcome
+from distributor_core.plan.model import ACTION_ORDER
+
+
+@dataclass
+class ActionReport:
+    pipeline_id: str
+    destination_id: str
+    backend: str
+    bundle_path: str
+    destination_path: str
+    source_id: str
+    action: str | None
+    reason: str
+    state_mode: str
+    reconciliation_mode: str
+    status: str
+    error: str = ""
+    primary_url: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    taken_over_outputs: list[dict[str, Any]] = field(default_factory=list)
+    bytes_written: int = 0
+    recovery: dict[str, Any] | None = None
+    planned_action: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    #: the outcome this entry was made from (not serialised); Dagster reads plans from it
+    outcome: PublishOutcome | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "pipeline_id": self.pipeline_id,
+            "destination_id": self.destination_id,
+            "backend": self.backend,
+            "bundle_path": self.bundle_path,
+            "destination_path": self.destination_path,
+            "source_id": self.source_id,
+            "action": self.action,
+            "reason": self.reason,
+            "state_mode": self.state_mode,
+            "reconciliation_mode": self.reconciliation_mode,
+            "primary_url": self.primary_url,
+            "outputs": list(self.outputs),
+            "status": self.status,
+            "error": self.error,
+            "bytes_written": self.bytes_written,
+        }
+        if self.deletes:
+            data["deletes"] = list(self.deletes)
+        if self.taken_over_outputs:
+            data["taken_over_outputs"] = list(self.taken_over_outputs)
+        if self.recovery is not None:
+            data["recovery"] = self.recovery
+        if self.planned_action is not None:
+            data["planned_action"] = self.planned_action
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
+
+    def text_line(self, dry_run: bool) -> str:
+        return (
+            f"Action: pipeline={self.pipeline_id} destination={self.destination_id} backend={self.backend} "
+            f"path={lp.display_path(self.bundle_path)} action={self.action or 'none'} status={self.status} "
+            f"dry_run={'true' if dry_run else 'false'}"
+        )
+
+
+@dataclass
+class PipelineReport:
+    id: str
+    source_backend: str
+    bundle_count: int = 0
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "source_backend": self.source_backend, "bundle_count": self.bundle_count}
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+@dataclass
+class RunReport:
+    dry_run: bool = False
+    force: bool = False
+    republish: bool = False
+    pipelines: list[PipelineReport] = field(default_factory=list)
+    actions: list[ActionReport] = field(default_factory=list)
+
+    @property
+    def failed_actions(self) -> list[ActionReport]:
+        return [a for a in self.actions if a.failed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_actions and not any(p.error for p in self.pipelines)
+
+    def summary(self) -> dict[str, int]:
+        counts = {action.value: 0 for action in ACTION_ORDER}
+        for entry in self.actions:
+            if entry.action in counts:
+                counts[entry.action] += 1
+        counts["failed"] = len(self.failed_actions)
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "force": self.force,
+            "republish": self.republish,
+            "pipelines": [p.to_dict() for p in self.pipelines],
+            "actions": [a.to_dict() for a in self.actions],
+            "summary": self.summary(),
+        }
+
+    def text_lines(self) -> list[str]:
+        lines = [entry.text_line(self.dry_run) for entry in self.actions]
+        for entry in self.actions:
+            if entry.recovery is not None:
+                lines.append(f"Recovery: pipeline={entry.pipeline_id} destination={entry.destination_id} "
+                             f"path={lp.display_path(entry.destination_path)} direction={entry.recovery['direction']}")
+        lines.append(
+            f"Run: pipelines={len(self.pipelines)} actions={len(self.actions)} failed={len(self.failed_actions)} "
+            f"dry_run={'true' if self.dry_run else 'false'}"
+        )
+        return lines
+
+    def error_message(self) -> str:
+        """``<n> destination(s) failed: <p>/<d> [<bundle>]: <error>; ...`` (resolutions C2)."""
+        failed = self.failed_actions
+        parts = [f"{a.pipeline_id}/{a.destination_id} [{lp.display_path(a.bundle_path)}]: {a.error}" for a in failed]
+        message = f"{len(failed)} destination(s) failed: " + "; ".join(parts) if failed else ""
+        pipeline_errors = [f"pipeline {p.id}: {p.error}" for p in self.pipelines if p.error and not any(
+            a.pipeline_id == p.id and a.failed for a in failed)]
+        if pipeline_errors:
+            message = "; ".join(filter(None, [message, *pipeline_errors]))
+        return message
