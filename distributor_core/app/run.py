@@ -294,3 +294,39 @@ def run(config_path: str, **kwargs) -> RunReport:
     """Library entry point: load ``config_path`` and run it (keyword arguments as :class:`RunOptions`)."""
     env = kwargs.pop("environment", None)
     return run_config(load_config(config_path), RunOptions(**kwargs), env=env)
+
+
+def publish_source_bundle(
+    config: Config,
+    pipeline_id: str,
+    source: Storage,
+    bundle_path: str = "",
+    options: RunOptions | None = None,
+    *,
+    env: Environment | None = None,
+) -> RunReport:
+    """Validate and publish one bundle from ``source`` through ``pipeline_id``'s destinations.
+
+    The upload server (both publishers) calls this with the staged upload as a local source and
+    bundle path ``""`` (resolutions B5); it works for any pipeline, ``http_upload`` included.
+    """
+    options = options or RunOptions()
+    pipeline = config.pipeline(pipeline_id)
+    env = env or Environment.from_config(config)
+    report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
+    entry = PipelineReport(pipeline.id, pipeline.source.backend, bundle_count=1)
+    report.pipelines.append(entry)
+    scoped = RunOptions(**{**options.__dict__, "pipeline_id": pipeline.id, "bundle_path": bundle_path})
+    bundles, invalid = load_and_validate(pipeline, source, scoped)
+    if invalid:
+        entry.error = "; ".join(error for _, error in invalid)
+        for path, error in invalid:
+            for destination in selected_destinations(pipeline, scoped):
+                report.actions.append(_invalid_entry(pipeline, destination, path, error))
+        return report
+    pool = DestinationPool(env, dry_run=options.dry_run)
+    try:
+        publish_bundles(pipeline, source, bundles, pool=pool, options=scoped, report=report)
+    finally:
+        pool.close()
+    return report
