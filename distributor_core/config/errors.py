@@ -21,6 +21,10 @@ class ConfigError(Exception):
     def __str__(self) -> str:
         return "invalid config: " + "; ".join(self.messages)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Survives pickling (process pools, Dagster run workers) with its message list intact.
+        return (self.__class__, (self.messages,), {"source": self.source})
+
 
 class ConfigFileError(ConfigError):
     """The config file could not be read at all (missing, unreadable, not UTF-8)."""

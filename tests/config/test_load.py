@@ -472,3 +472,16 @@ def test_models_are_immutable() -> None:
     config = load(MINIMAL)
     with pytest.raises(ValueError):
         config.pipelines[0].destinations[0].state.mode = "shared_root"  # type: ignore[misc]
+
+
+def test_config_errors_survive_pickling() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ConfigError(["a is required", "b: unknown field"], source="x.yml")))
+    assert error.messages == ["a is required", "b: unknown field"]
+    assert error.source == "x.yml"
+    assert str(error) == "invalid config: a is required; b: unknown field"
+    file_error = pickle.loads(pickle.dumps(ConfigFileError(["cannot read config x: gone"])))
+    assert type(file_error) is ConfigFileError and str(file_error) == "cannot read config x: gone"
+    lookup = pickle.loads(pickle.dumps(ConfigLookupError('pipeline "p" not found')))
+    assert str(lookup) == 'pipeline "p" not found'
