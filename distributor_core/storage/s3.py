@@ -8,8 +8,9 @@ a leading ``/``). Decisions:
   directory entries (from ``CommonPrefixes`` for non-recursive listings, from key ancestors for
   recursive ones), and ``_remove_dir_if_empty`` stays the no-op of the base class. The backend
   root (``stat("")``) is always a directory once the bucket is reachable. Keys that are not valid
-  logical paths below the prefix (``a//b``, ``./x``, console "folder" markers ending in ``/``)
-  are never listed as files and never deleted; a folder marker still makes its directory exist.
+  logical paths below the prefix (``a//b``, ``x/./y``, ``a\\b``, console "folder" markers ending
+  in ``/``) are never listed as files and never deleted, but like any key they make their valid
+  ancestor directories exist (so recursive and non-recursive listings and ``stat`` agree).
   A key and a "directory" of the same name can coexist in S3; this backend does not prevent it.
 * **Writes stream.** Payloads smaller than one part go out as a single ``PutObject``; larger ones
   as a multipart upload whose parts are cut from the chunk stream and uploaded on a bounded pool,
@@ -444,7 +445,7 @@ class S3Storage(Storage):
                 for part in parts.feed(chunk):
                     if upload is None:
                         upload = _MultipartUpload(self, op, path, headers, self.max_concurrency)
-                    upload.add(part)
+                    upload.add(part, parts.release)
             problem = verifier.problem()
             if upload is None:
                 body = parts.take_rest()
@@ -454,7 +455,7 @@ class S3Storage(Storage):
             else:
                 rest = parts.take_rest()
                 if rest:
-                    upload.add(rest)
+                    upload.add(rest, None)
                 upload.wait()
                 if problem:
                     raise self.error(op, path, ErrorKind.INTEGRITY, problem)
@@ -484,7 +485,7 @@ class S3Storage(Storage):
         self,
         op: str,
         path: str,
-        body: bytes,
+        body: bytearray,
         headers: dict[str, str],
         conditions: dict[str, str],
         precondition: ErrorKind,
@@ -616,7 +617,11 @@ class S3Storage(Storage):
                     relative = obj["Key"][len(list_prefix) :]
                     marker = relative.endswith("/")
                     name = relative[:-1] if marker else relative
-                    if not name or lp.check_path(name):
+                    if not name:
+                        continue
+                    if lp.check_path(name):
+                        if recursive:  # its valid ancestors still exist as directories
+                            yield from self._new_dirs(prefix, _valid_parent(name), seen_dirs)
                         continue
                     if recursive:
                         yield from self._new_dirs(prefix, name if marker else lp.parent(name), seen_dirs)
@@ -779,6 +784,16 @@ def _utc(value: object) -> datetime | None:
     return value.astimezone(UTC) if isinstance(value, datetime) else None
 
 
+def _valid_parent(name: str) -> str:
+    """The leading run of valid directory segments of an invalid relative key."""
+    valid: list[str] = []
+    for segment in name.split("/")[:-1]:
+        if lp.check_path(segment):
+            break
+        valid.append(segment)
+    return "/".join(valid)
+
+
 def _join(prefix: str, relative: str) -> str:
     return relative if prefix == "" else f"{prefix}/{relative}"
 
@@ -802,12 +817,21 @@ class _MultipartUpload:
         self.next_number = 1
         self._finished = False
 
-    def add(self, data: bytes) -> None:
+    def add(self, data: bytearray, release: Callable[[bytearray], None] | None) -> None:
+        """Upload ``data`` as the next part; ``release`` gets the buffer back afterwards."""
         number = self.next_number
         self.next_number += 1
-        self.pool.submit(number, lambda: self._upload_part(number, data))
 
-    def _upload_part(self, number: int, data: bytes) -> str:
+        def job() -> str:
+            try:
+                return self._upload_part(number, data)
+            finally:
+                if release is not None:
+                    release(data)
+
+        self.pool.submit(number, job)
+
+    def _upload_part(self, number: int, data: bytearray) -> str:
         try:
             response = self.client.upload_part(
                 Bucket=self.storage.bucket,

@@ -2,7 +2,8 @@
 
 The fixed table wins; other extensions fall back to Python's built-in ``mimetypes`` table (a
 private instance that does not read ``/etc/mime.types``, so the result does not depend on the
-machine), then ``application/octet-stream``. Extensions are matched case-insensitively.
+machine), then ``application/octet-stream``. Compressed names (``.tar.gz``, ``.svg.gz``) get the
+compression's type, since objects are stored without ``Content-Encoding``. Extensions are matched case-insensitively.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ CONTENT_TYPES: dict[str, str] = {
     ".png": "image/png",
 }
 
+_ENCODED_TYPES: dict[str, str] = {
+    "gzip": "application/gzip",
+    "bzip2": "application/x-bzip2",
+    "xz": "application/x-xz",
+    "br": "application/x-brotli",
+    "compress": "application/x-compress",
+}
+
 _BUILTIN = mimetypes.MimeTypes()
 
 
@@ -34,5 +43,8 @@ def content_type_for(path: str) -> str:
         found = CONTENT_TYPES.get(name[dot:].lower())
         if found:
             return found
-    guessed, _ = _BUILTIN.guess_type(name.lower(), strict=False)
+    guessed, encoding = _BUILTIN.guess_type(name.lower(), strict=False)
+    if encoding is not None:
+        # objects are stored as they are, without Content-Encoding: a .tar.gz is a gzip file
+        return _ENCODED_TYPES.get(encoding, DEFAULT_CONTENT_TYPE)
     return guessed or DEFAULT_CONTENT_TYPE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
@@ -35,29 +36,68 @@ def part_size_for(size: int | None, preferred: int) -> int:
 
 
 class PartBuffer:
-    """Accumulates chunks and hands out full parts of exactly ``part_size`` bytes."""
+    """Cuts a stream of chunks into parts of exactly ``part_size`` bytes.
 
-    __slots__ = ("_buf", "part_size")
+    Part buffers are recycled: a full part is handed out as a ``bytearray`` and comes back
+    through :meth:`release` once uploaded, so a write allocates at most as many buffers as parts
+    are in flight plus one, whatever the file size (fresh allocations per part would fragment
+    the heap and let RSS creep up with the file size). The first buffer grows with the data, so
+    a small payload never costs a whole part.
+    """
 
     def __init__(self, part_size: int) -> None:
         self.part_size = part_size
-        self._buf = bytearray()
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+        self._current: bytearray | None = None
+        self._filled = 0
+        #: buffers created so far (for tests: bounded by parts in flight + 1)
+        self.allocated = 0
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return self._filled
 
-    def feed(self, chunk: bytes) -> Iterator[bytes]:
-        """Add ``chunk`` and yield every part that became full."""
-        self._buf += chunk
-        while len(self._buf) >= self.part_size:
-            part = bytes(memoryview(self._buf)[: self.part_size])
-            del self._buf[: self.part_size]
-            yield part
+    def _acquire(self) -> bytearray:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        self.allocated += 1
+        return bytearray()
 
-    def take_rest(self) -> bytes:
-        rest = bytes(self._buf)
-        self._buf = bytearray()
-        return rest
+    def release(self, buffer: bytearray) -> None:
+        """Give a full part's buffer back once its upload finished."""
+        if len(buffer) == self.part_size:
+            with self._lock:
+                self._free.append(buffer)
+
+    def feed(self, chunk: bytes) -> Iterator[bytearray]:
+        """Add ``chunk`` and yield every part that became full (release each when done)."""
+        view = memoryview(chunk).cast("B")
+        while view:
+            if self._current is None:
+                self._current = self._acquire()
+                self._filled = 0
+            buffer = self._current
+            size = min(len(view), self.part_size - self._filled)
+            end = self._filled + size
+            if len(buffer) < end:  # a fresh buffer grows
+                buffer[self._filled :] = view[:size]
+            else:
+                buffer[self._filled : end] = view[:size]
+            self._filled = end
+            view = view[size:]
+            if end == self.part_size:
+                self._current = None
+                self._filled = 0
+                yield buffer
+
+    def take_rest(self) -> bytearray:
+        """The bytes that did not fill a whole part (possibly empty), in a buffer of their own."""
+        buffer = self._current if self._current is not None else bytearray()
+        del buffer[self._filled :]
+        self._current = None
+        self._filled = 0
+        return buffer
 
 
 class PartPool:

@@ -26,7 +26,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ class MotoServer:
 
     endpoint_url: str
     access_key_id: str
-    secret_access_key: str
+    secret_access_key: str = field(repr=False)
     region: str
     #: directory holding the server log (removed at the end of the session)
     workdir: Path
