@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 from typing import Any
 
 from distributor_core import paths
@@ -66,6 +67,7 @@ def validate_tree(tree: Tree) -> list[str]:
         errs.append("pipelines is required")
     pipeline_ids: set[str] = set()
     upload_pipeline_ids: dict[str, None] = {}  # ordered set, file order
+    staging_paths: list[tuple[PurePath, str]] = []
     for index, pipeline in enumerate(pipelines):
         context = pipeline_context(index)
         pipeline_id = pipeline["id"]
@@ -81,6 +83,7 @@ def validate_tree(tree: Tree) -> list[str]:
         _backend(pipeline["source"], f"{context}.source", errs, source=True)
         if pipeline["source"].get("backend") == "http_upload" and pipeline_id != "":
             upload_pipeline_ids[pipeline_id] = None
+            _staging_overlap(pipeline["source"].get("staging_path"), pipeline_id, context, staging_paths, errs)
 
         if not pipeline["destinations"]:
             errs.append(f"{context}.destinations is required")
@@ -90,6 +93,19 @@ def validate_tree(tree: Tree) -> list[str]:
 
     _upload_tokens(tree["upload_tokens"], pipeline_ids, upload_pipeline_ids, errs)
     return errs
+
+
+def _staging_overlap(
+    staging: PurePath | None, pipeline_id: str, context: str, seen: list[tuple[PurePath, str]], errs: list[str]
+) -> None:
+    """Two upload pipelines must not share (or nest) staging paths: their records would mix."""
+    if staging is None or str(staging) == "":
+        return
+    for other, other_id in seen:
+        if staging == other or other in staging.parents or staging in other.parents:
+            errs.append(f"{context}.source.staging_path overlaps the staging path of pipeline {other_id}")
+            break
+    seen.append((staging, pipeline_id))
 
 
 def _server_http(http: Tree, errs: list[str]) -> None:

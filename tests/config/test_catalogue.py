@@ -490,3 +490,30 @@ def _defaulted_tree(text: str) -> dict:
     tree, problems = decode_document(load_yaml_mapping(text))
     assert problems == []
     return apply_defaults(tree, BASE_DIR)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("/spool/up", "/spool/up"), ("/spool", "/spool/up"), ("/spool/up/inner", "/spool/up"), ("s", "./s")],
+)
+def test_upload_pipelines_must_not_share_staging_paths(first: str, second: str) -> None:
+    text = (
+        "upload_tokens: [{id: t, token_env: T, allow_pipelines: [a, b]}]\n"
+        f"pipelines:\n"
+        f"  - {{id: a, source: {{backend: http_upload, staging_path: '{first}'}}, destinations: [{LOCAL_DEST}]}}\n"
+        f"  - {{id: b, source: {{backend: http_upload, staging_path: '{second}'}}, destinations: [{LOCAL_DEST}]}}\n"
+    )
+    assert messages(text) == ["pipelines[1].source.staging_path overlaps the staging path of pipeline a"]
+
+
+def test_default_staging_paths_do_not_overlap() -> None:
+    text = (
+        "upload_tokens: [{id: t, token_env: T, allow_pipelines: [a, a.b]}]\n"
+        f"pipelines:\n"
+        f"  - {{id: a, source: {{backend: http_upload}}, destinations: [{LOCAL_DEST}]}}\n"
+        f"  - {{id: a.b, source: {{backend: http_upload}}, destinations: [{LOCAL_DEST}]}}\n"
+    )
+    sources = [pipeline.source for pipeline in load(text).pipelines]
+    assert [source.staging_path for source in sources] == [  # type: ignore[union-attr]
+        BASE_DIR / ".distributor/staging/a", BASE_DIR / ".distributor/staging/a.b"
+    ]

@@ -136,6 +136,11 @@ CASES: list[tuple[str, str, list[str]]] = [
      [f"{S}.max_upload_size must be a byte size such as 20MB"]),
     ("upload-legacy-token", upload_pipeline("token_env: TOKEN"), [f"{S}.token_env: unknown field"]),
     ("upload-cross-path", upload_pipeline("path: /x"), [f"{S}.path is not supported for http_upload backend"]),
+    ("upload-shared-staging",
+     "upload_tokens: [{id: t, token_env: T, allow_pipelines: [a, b]}]\n"
+     "pipelines: [{id: a, source: {backend: http_upload, staging_path: /s}, destinations: [" + LOCAL_DEST + "]}, "
+     "{id: b, source: {backend: http_upload, staging_path: /s/b}, destinations: [" + LOCAL_DEST + "]}]",
+     ["pipelines[1].source.staging_path overlaps the staging path of pipeline a"]),
     ("upload-no-tokens", one_pipeline(source="{backend: http_upload}"),
      ["upload_tokens is required when any pipeline source backend is http_upload"]),
     # destinations: id and backend
