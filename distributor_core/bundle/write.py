@@ -36,6 +36,10 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
+def _exists(path: Path) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+
+
 def _reserved_sibling(directory: Path, prefix: str) -> Path:
     return directory / f"{prefix}{secrets.token_hex(8)}"
 
@@ -58,7 +62,7 @@ def write_manifest(root: str | os.PathLike[str], manifest: Manifest, *, overwrit
         raise BundleError(f"bundle root {root_path} is not a directory")
     target = root_path / MANIFEST_NAME
     if not overwrite and os.path.lexists(target):
-        raise FileExistsError(errno.EEXIST, f"{target} already exists", str(target))
+        raise _exists(target)
     temp = _reserved_sibling(root_path, lp.TEMP_PREFIX)
     fd = os.open(temp, _WRITE_FLAGS, _FILE_MODE)
     try:
@@ -81,12 +85,12 @@ def _link_no_clobber(temp: Path, target: Path) -> None:
     try:
         os.link(temp, target, follow_symlinks=False)
     except FileExistsError:
-        raise FileExistsError(errno.EEXIST, f"{target} already exists", str(target)) from None
+        raise _exists(target) from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
             raise
         if os.path.lexists(target):  # no hard links here: best-effort no-clobber rename
-            raise FileExistsError(errno.EEXIST, f"{target} already exists", str(target)) from exc
+            raise _exists(target) from exc
         os.rename(temp, target)
 
 
@@ -164,7 +168,7 @@ def write_bundle(
     root_path = Path(os.path.abspath(root))
     if os.path.lexists(root_path):
         if not overwrite:
-            raise FileExistsError(errno.EEXIST, f"{root_path} already exists", str(root_path))
+            raise _exists(root_path)
         if not root_path.is_dir() or root_path.is_symlink():
             raise BundleError(f"bundle root {root_path} exists and is not a directory")
     parent = root_path.parent
@@ -197,11 +201,11 @@ def _promote(staging: Path, root: Path, *, overwrite: bool) -> None:
             os.rename(staging, root)
         except OSError as exc:
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise FileExistsError(errno.EEXIST, f"{root} already exists", str(root)) from None
+                raise _exists(root) from None
             raise
         return
     if not overwrite:
-        raise FileExistsError(errno.EEXIST, f"{root} already exists", str(root))
+        raise _exists(root)
     backup = _reserved_sibling(root.parent, lp.BACKUP_PREFIX)
     os.rename(root, backup)
     try:

@@ -83,3 +83,19 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert stderr == b""
+
+
+def test_demo_script_runs() -> None:
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "demo.sh")],
+        cwd=REPO,
+        env={**os.environ, "DISTRIBUTOR": str(SCRIPT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Valid: path=examples/source-bundle id=reports.example files=2" in result.stdout
+    assert "(exit code 1 as expected)" in result.stdout
+    assert "file summary.txt size 119 does not match manifest size 81" in result.stderr

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# distributor demo: check the example source bundle with the installed CLI.
+# Run it with `make demo` (which creates .venv first) or directly: bash scripts/demo.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+DISTRIBUTOR="${DISTRIBUTOR:-.venv/bin/distributor}"
+BUNDLE=examples/source-bundle
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ ! -x "$DISTRIBUTOR" ]; then
+    echo "demo: $DISTRIBUTOR not found; run 'make demo' to create the virtualenv first" >&2
+    exit 1
+fi
+
+step "$DISTRIBUTOR version"
+"$DISTRIBUTOR" version
+
+step "Validate the example bundle (manifest rules, then every file's size and sha256)"
+"$DISTRIBUTOR" validate "$BUNDLE"
+
+step "Inspect it: manifest and per-file checksums"
+"$DISTRIBUTOR" inspect "$BUNDLE"
+
+step "The same as JSON for automation"
+"$DISTRIBUTOR" validate --format json "$BUNDLE"
+
+step "A changed file is caught before anything is published"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+cp -R "$BUNDLE" "$scratch/bundle"
+printf 'edited after the manifest was written\n' >> "$scratch/bundle/summary.txt"
+if "$DISTRIBUTOR" validate "$scratch/bundle"; then
+    echo "demo: expected validation to fail" >&2
+    exit 1
+else
+    echo "(exit code $? as expected)"
+fi
+
+step "Demo finished"
