@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from distributor_core.cli.errors import UsageError
+
 if TYPE_CHECKING:
     from distributor_core.cli.output import Output
 
@@ -53,6 +55,13 @@ class Invocation:
     args: argparse.Namespace
     positional: str | None
     out: Output
+
+    def require(self, *flags: str) -> None:
+        """Usage error ``<command> requires <flag>`` for the first flag that is unset or empty,
+        checked in the order given (e.g. ``inv.require("--config", "--pipeline")``)."""
+        for flag in flags:
+            if not getattr(self.args, flag.lstrip("-").replace("-", "_"), None):
+                raise UsageError(f"{self.command} requires {flag}")
 
 
 RunFunction = Callable[[Invocation], int]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,51 @@ def test_progress_only_draws_when_enabled() -> None:
     disabled(10)
     disabled.finish()
     assert silent.getvalue() == ""
+
+
+# ---------------------------------------------------------------- registry: one module per command
+
+
+HELLO = '''
+from distributor_core.cli.spec import Command, Flag, Invocation
+
+
+def run(inv: Invocation) -> int:
+    inv.require("--name")
+    if inv.out.json:
+        inv.out.emit_envelope({"greeting": inv.args.name})
+    else:
+        inv.out.record("Hello", name=inv.args.name)
+    return 0
+
+
+COMMAND = Command(
+    name="prune",
+    summary="Prune managed outputs using configured retention policy",
+    usage=("prune --name <name> [--format text|json]",),
+    flags=(Flag("--name", "who to greet", metavar="<name>"),),
+    run=run,
+)
+'''
+
+
+def test_a_new_command_is_one_module(cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributor_core.cli import commands
+
+    (tmp_path / "prune.py").write_text(HELLO)
+    monkeypatch.setattr(commands, "__path__", [*commands.__path__, str(tmp_path)])
+    registry.all_commands.cache_clear()
+    try:
+        root = cli("--help")
+        listed = [line.split()[0] for line in root.stdout.split("Commands:\n")[1].split("\n\n")[0].splitlines()]
+        assert listed == ["version", "prune", "validate", "inspect", "manifest", "config"]
+        ok = cli("prune", "--name", "ops", "--format", "json")
+        assert (ok.code, ok.json()) == (0, {"command": "prune", "ok": True, "result": {"greeting": "ops"}})
+        missing = cli("prune")
+        assert (missing.code, missing.stdout, missing.stderr) == (2, "", "distributor: prune requires --name\n")
+        extra = cli("prune", "--name", "ops", "extra")
+        assert extra.stderr == "distributor: prune does not accept positional arguments\n"
+    finally:
+        monkeypatch.undo()
+        registry.all_commands.cache_clear()
+    assert registry.find("prune") is None

@@ -22,7 +22,12 @@ Minimal example (``commands/hello.py``)::
     )
 
 The framework has already handled ``--help``, flag errors, positional arguments and
-``--format`` before ``run`` is called. Raise ``UsageError`` (exit 2, before writing stdout) or
-``CommandError`` (exit 1) from ``distributor_core.cli.errors``; any other exception is printed
-as ``distributor: <message>`` with exit 1. Modules whose name starts with ``_`` are helpers.
+``--format`` before ``run`` is called; check required flags next with
+``inv.require("--config", "--pipeline")`` (``distributor: <command> requires --config``).
+Use ``inv.out`` for all output: ``record(label, **fields)`` for text lines,
+``emit_envelope(result, ok=..., error=..., warnings=...)`` for JSON, ``diagnostic(msg)`` for
+stderr lines and ``progress(label, total)`` for terminal-only progress. Raise ``UsageError``
+(exit 2, before writing stdout) or ``CommandError`` (exit 1) from ``distributor_core.cli.errors``;
+any other exception is printed as ``distributor: <message>`` with exit 1. Modules whose name
+starts with ``_`` are helpers, not commands.
 """

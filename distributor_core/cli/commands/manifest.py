@@ -14,8 +14,7 @@ from distributor_core.timefmt import TimestampError, format_precise, parse_rfc33
 
 def run_create(inv: Invocation) -> int:
     args = inv.args
-    if not args.id:
-        raise UsageError(f"{inv.command} requires --id")
+    inv.require("--id")
     if args.file and args.scan:
         raise UsageError(f"{inv.command} accepts either --file or --scan")
     created = None
