@@ -110,3 +110,19 @@ def test_inspect_usage(cli: Runner) -> None:
     result = cli("inspect")
     assert (result.code, result.stdout) == (2, "")
     assert result.stderr == "distributor: inspect requires <path> or --config with --pipeline\n"
+
+
+def test_inspect_shared_root_state(cli: Runner, tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "state" / "data" / "shared_root_v3.json"
+    (tmp_path / ".distributor.json").write_bytes(fixture.read_bytes())
+    result = cli("inspect", str(tmp_path))
+    assert result.code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"State: path={tmp_path} schema=3 mode=shared_root owners=2 outputs=2 ")
+    assert [line.split()[1] for line in lines[1:3]] == ["pipeline=reports", "pipeline=reports"]
+    assert "destination=html reconciliation=merge" in lines[2]
+    assert " owner=reports/archive " in lines[3]
+    assert lines[4].startswith("Output: path=report.html kind=generated owner=reports/html ")
+    doc = cli("inspect", "--format", "json", str(tmp_path)).json()
+    assert (doc["result"]["state_schema"], doc["result"]["state_mode"]) == (3, "shared_root")
+    assert len(doc["result"]["state"]["owners"]) == 2
