@@ -63,7 +63,7 @@ def plan_only(request: PlanRequest) -> PublishOutcome:
         return PublishOutcome(request, "failed", error=str(exc))
     if plan.action.failed:
         return PublishOutcome(request, "failed", plan=plan, error=plan.error or "")
-    return PublishOutcome(request, "planned", plan=plan)
+    return PublishOutcome(request, "skipped" if plan.action.skipped else "planned", plan=plan)
 
 
 def publish(
