@@ -38,4 +38,15 @@ else
     echo "(exit code $? as expected)"
 fi
 
+step "Publish it to a local destination (examples/local-publish.yml -> demo-output/local-publish/archive)"
+"$DISTRIBUTOR" run --config examples/local-publish.yml --dry-run
+"$DISTRIBUTOR" run --config examples/local-publish.yml
+
+step "Run it again: the destination already matches, so nothing is written (skip_same)"
+"$DISTRIBUTOR" run --config examples/local-publish.yml
+
+step "What landed, and the state record that decides the next publication"
+ls -la demo-output/local-publish/archive
+"$DISTRIBUTOR" inspect demo-output/local-publish/archive
+
 step "Demo finished"
