@@ -61,6 +61,7 @@ __all__ = [
     "clock_at",
     "digest",
     "manifest_for",
+    "new_env",
 ]
 
 
@@ -386,19 +387,24 @@ def _walk(root: Path, prefix: str = "") -> Iterator[str]:
             yield str(full.relative_to(root)).replace(os.sep, "/")
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    src_root = tmp_path / "src"
-    dst_root = tmp_path / "dst"
-    src_root.mkdir()
+def new_env(base: Path) -> Env:
+    """A fresh source root and destination root under ``base``."""
+    src_root = base / "src"
+    dst_root = base / "dst"
+    src_root.mkdir(parents=True)
     dst_root.mkdir()
     return Env(
-        tmp=tmp_path,
+        tmp=base,
         src_root=src_root,
         dst_root=dst_root,
         src=LocalStorage(src_root),
         dst=LocalStorage(dst_root),
     )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    return new_env(tmp_path)
 
 
 @pytest.fixture

@@ -776,3 +776,25 @@ def test_v1_to_v2_to_v3_sequence_stays_valid(env: Env):
     env.assert_consistent()
     # and back on the same destination: the shared root keeps working as such
     assert env.plan(third, state_mode="shared_root").action == Action.SKIP_SAME
+
+
+def test_failed_shared_root_replace_keeps_state_truthful(env: Env, hooked):
+    """README deviation 8 / A1: after a failed shared-root replace the state references no removed
+    file; the omitted output is deleted only after the new state is committed."""
+    manifest = env.source({"report.md": REPORT, "new.md": b"new"})
+    env.seed_shared_root([
+        SharedOwner("other", "archive", _older({"other.md": b"o"}, id="other.id"), {"other.md": b"o"}),
+        SharedOwner("reports", "archive", _older({"report.md": b"r", "old.md": b"x"}),
+                    {"report.md": b"r", "old.md": b"x"}),
+    ])
+    before = env.files()
+
+    def hook(op, path, **kw):
+        if op == "rename" and kw["dst"] == "bundle/new.md":
+            raise StorageError("rename", "local", path, ErrorKind.UNAVAILABLE, "injected")
+
+    hooked.hook = hook
+    outcome = env.publish(env.request(manifest, state_mode="shared_root", dst=hooked))
+    assert outcome.status == "failed"
+    assert env.files() == before
+    env.assert_consistent()

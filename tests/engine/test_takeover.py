@@ -364,3 +364,45 @@ def test_shared_root_takeover_dry_run_writes_nothing(env: Env):
                           dry_run=True)
     assert (outcome.status, outcome.plan.action) == ("planned", Action.REPLACE_TAKEOVER)
     assert env.stats() == before
+
+
+def test_failed_shared_root_takeover_restores_the_other_owners_bytes(env: Env, hooked):
+    """A2 / §6.6: a failed takeover never leaves new bytes under another owner's record."""
+    from distributor_core.storage.errors import ErrorKind, StorageError
+
+    manifest = env.source({"report.md": REPORT, "summary.txt": b"s"})
+    env.seed_shared_root([_html_owner(env)])
+    before = env.files()
+
+    def hook(op, path, **kw):
+        if op == "rename" and kw["dst"] == "bundle/report.html":
+            hooked.hook = lambda *a, **k: None
+            raise StorageError("rename", "local", path, ErrorKind.UNAVAILABLE, "injected")
+
+    # fail the last rename into place: report.md and summary.txt are already in place by then
+    hooked.hook = hook
+    outcome = env.publish(env.request(manifest, dst=hooked, state_mode="shared_root", publish_html=True,
+                                      markdown_enabled=True))
+    assert outcome.status == "failed"
+    assert outcome.plan.action == Action.REPLACE_TAKEOVER
+    assert env.files() == before
+    assert env.read("bundle/report.html") == b"<p>old</p>"
+    env.assert_consistent()
+
+
+def test_failed_single_owner_takeover_keeps_the_previous_owner(env: Env, hooked):
+    from distributor_core.storage.errors import ErrorKind, StorageError
+
+    manifest = env.source({"report.md": REPORT, "new.md": b"n"}, id="b")
+    _latest_old(env, outputs={"report.md": b"old a", "old.md": b"o"})
+    before = env.files()
+
+    def hook(op, path, **kw):
+        if op == "write" and path == "bundle/.distributor.json":
+            raise StorageError("write", "local", path, ErrorKind.UNAVAILABLE, "injected")
+
+    hooked.hook = hook
+    outcome = env.publish(env.request(manifest, destination="latest", dst=hooked))
+    assert outcome.status == "failed"
+    assert env.files() == before
+    assert env.state().destination_id == "latest-old"
