@@ -18,7 +18,9 @@ a leading ``/``). Decisions:
   verified before the single ``PutObject`` is sent, or before ``CompleteMultipartUpload``; every
   failure aborts the multipart upload. Each request carries ``Content-MD5``.
 * **Conditional writes.** ``overwrite=False`` sends ``If-None-Match: *`` (412 → ``already_exists``);
-  ``if_revision`` sends ``If-Match: <ETag>`` (412, or 404 because the object is gone → ``conflict``).
+  ``if_revision`` sends ``If-Match: <ETag>`` (412, or 404 because the object is gone → ``conflict``),
+  and ``if_revision=""`` ("there was no object when I looked") sends ``If-None-Match: *`` with a
+  412 meaning ``conflict``: the state write of resolutions A3.
   A ``HeadObject`` pre-check runs first: it fails early, before bytes are uploaded, and is the
   only protection on stores that ignore conditional headers.
 * **Rename** is a server-side copy (``CopyObject`` with ``x-amz-copy-source-if-match`` on the
@@ -30,6 +32,8 @@ a leading ``/``). Decisions:
   ``unsupported``, missing skipped or ``not_found``) and raises for the first failure in
   planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in planned
   order (a failed batch may have removed keys planned after the failing one).
+* **Parallel writes.** ``max_parallel_writes`` (default 4) tells the executor how many outputs to
+  write at once; multipart parts of all writes share one bound of ``max_concurrency`` in flight.
 * **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
   bug can never write.
 """
@@ -38,9 +42,11 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
@@ -68,6 +74,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REGION = "us-east-1"
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 4
+#: outputs the executor may write at once (``max_parallel_writes``): object stores are
+#: latency-bound, so small files publish several times faster in parallel
+DEFAULT_MAX_PARALLEL_WRITES = 4
 DEFAULT_MULTIPART_COPY_THRESHOLD = 512 * 1024 * 1024
 DEFAULT_COPY_PART_SIZE = 256 * 1024 * 1024
 #: DeleteObjects accepts at most 1000 keys per request.
@@ -82,35 +91,30 @@ class SecretLookup(Protocol):
     def lookup(self, name: str) -> str | None: ...
 
 
-class S3CredentialsError(StorageError):
-    """Configured credential names do not resolve to non-empty values. The message names the
-    variable (never a value)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("open", "s3", "", ErrorKind.PERMISSION, message=message)
-
-
-def resolve_credentials(credentials: object | None, env: SecretLookup) -> tuple[str, str] | None:
+def resolve_credentials(
+    credentials: object | None, env: SecretLookup, *, context: str | None = None
+) -> tuple[str, str] | None:
     """Resolve ``credentials.access_key_id_env`` / ``secret_access_key_env`` through ``env``.
 
-    ``None`` when no names are configured (the boto3 default chain is used unchanged). Both
-    names must be set together and both must resolve to non-empty values.
+    ``None`` when no names are configured: boto3's default credential chain is then used
+    unchanged. Otherwise both names must resolve to non-empty values; resolution is the config
+    package's (:func:`distributor_core.config.secrets.resolve_s3_credentials`), so a failure is a
+    ``SecretError`` with its message, e.g. ``s3 access key id environment variable DIST_KEY is
+    not set`` (prefixed with ``context:`` when given), naming the variable and never a value.
     """
-    key_name = (getattr(credentials, "access_key_id_env", None) or None) if credentials is not None else None
-    secret_name = (getattr(credentials, "secret_access_key_env", None) or None) if credentials is not None else None
-    if key_name is None and secret_name is None:
+    from distributor_core.config.errors import SecretError
+    from distributor_core.config.secrets import resolve_s3_credentials
+
+    if credentials is None:
         return None
-    if key_name is None or secret_name is None:
-        raise S3CredentialsError("s3 credentials.access_key_id_env and secret_access_key_env must be set together")
-    values: list[str] = []
-    for field, name in (("access_key_id_env", key_name), ("secret_access_key_env", secret_name)):
-        value = env.lookup(name)
-        if not value:
-            raise S3CredentialsError(
-                f"s3 credentials.{field} names {name}, which is not set or is empty (environment or secrets.directory)"
-            )
-        values.append(value)
-    return values[0], values[1]
+    names = (getattr(credentials, "access_key_id_env", None), getattr(credentials, "secret_access_key_env", None))
+    if not any(names):
+        return None
+    if not all(names):
+        prefix = f"{context}: " if context else ""
+        raise SecretError(f"{prefix}s3 credentials.access_key_id_env and secret_access_key_env must be set together")
+    pair = resolve_s3_credentials(cast(Any, SimpleNamespace(credentials=credentials)), cast(Any, env), context=context)
+    return None if pair is None else (pair.access_key_id, pair.secret_access_key)
 
 
 def build_client(
@@ -173,6 +177,8 @@ class _S3ReadStream(io.RawIOBase):
         return True
 
     def _read_some(self, size: int) -> bytes:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
         try:
             return self._body.read(size)
         except Exception as exc:
@@ -233,6 +239,7 @@ class S3Storage(Storage):
         dry_run: bool = False,
         part_size: int = DEFAULT_PART_SIZE,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        max_parallel_writes: int = DEFAULT_MAX_PARALLEL_WRITES,
         multipart_copy_threshold: int = DEFAULT_MULTIPART_COPY_THRESHOLD,
         copy_part_size: int = DEFAULT_COPY_PART_SIZE,
         max_attempts: int = 5,
@@ -242,7 +249,9 @@ class S3Storage(Storage):
         client is built from them; without keys boto3's default credential chain applies.
 
         ``part_size`` (≥ 5 MiB) is both the multipart threshold and the part size of streamed
-        uploads; ``max_concurrency`` bounds parts in flight. Objects larger than
+        uploads; ``max_concurrency`` bounds parts in flight across all writes of this storage, and
+        ``max_parallel_writes`` is how many outputs the executor writes at once, so memory stays
+        below ``(max_concurrency + max_parallel_writes) * part_size``. Objects larger than
         ``multipart_copy_threshold`` are renamed by a multipart copy of ``copy_part_size`` parts.
         """
         if not bucket:
@@ -263,6 +272,8 @@ class S3Storage(Storage):
             raise ValueError("multipart_copy_threshold must be positive and at most 5 GiB")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if max_parallel_writes < 1:
+            raise ValueError("max_parallel_writes must be at least 1")
         self.bucket = bucket
         self.prefix = prefix
         self.region = region or DEFAULT_REGION
@@ -273,6 +284,9 @@ class S3Storage(Storage):
         self.max_concurrency = max_concurrency
         self.multipart_copy_threshold = multipart_copy_threshold
         self.copy_part_size = copy_part_size
+        self.max_parallel_writes = max_parallel_writes
+        # parts in flight across every write of this storage (parallel writes share the bound)
+        self._part_slots = threading.BoundedSemaphore(max_concurrency)
         self._owns_client = client is None
         if client is None:
             client = build_client(
@@ -281,20 +295,24 @@ class S3Storage(Storage):
                 force_path_style=force_path_style,
                 access_key_id=access_key_id,
                 secret_access_key=secret_access_key,
-                max_pool_connections=max(10, max_concurrency + STAT_CONCURRENCY),
+                max_pool_connections=max(10, max_concurrency + max_parallel_writes + STAT_CONCURRENCY),
                 max_attempts=max_attempts,
             )
         self.client: S3Client = client
 
     @classmethod
-    def from_config(cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False) -> S3Storage:
+    def from_config(
+        cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False, context: str | None = None
+    ) -> S3Storage:
         """Open the backend described by an ``s3`` source or destination config (interfaces §1.6).
 
-        ``cfg`` has ``bucket, prefix, region, endpoint, force_path_style, credentials``;
-        credential names resolve through ``env.lookup``; a missing or empty value raises
-        :class:`S3CredentialsError` naming the variable.
+        ``cfg`` has ``bucket, prefix, region, endpoint, force_path_style, credentials``.
+        Credential names resolve through ``env.lookup`` (see :func:`resolve_credentials`; a
+        missing or empty value raises ``SecretError`` naming the variable, with ``context``,
+        e.g. ``pipelines[0].destinations[1]``, as its prefix). Without names the boto3 default
+        chain applies.
         """
-        keys = resolve_credentials(getattr(cfg, "credentials", None), env)
+        keys = resolve_credentials(getattr(cfg, "credentials", None), env, context=context)
         access_key_id, secret_access_key = keys if keys is not None else (None, None)
         return cls(
             cfg.bucket,
@@ -467,16 +485,21 @@ class S3Storage(Storage):
         return Entry(path=path, type="file", size=verifier.size, revision=response.get("ETag"))
 
     def _write_conditions(self, op: str, path: str, *, overwrite: bool, if_revision: str | None) -> dict[str, str]:
-        """Pre-check with HeadObject and return the conditional headers for the final request."""
+        """Pre-check with HeadObject and return the conditional headers for the final request.
+
+        ``if_revision`` is the revision read earlier: an ETag (``If-Match``) or ``""`` for "there
+        was no object" (``If-None-Match: *``); a mismatch is ``conflict``, as in the local backend.
+        """
         if overwrite and if_revision is None:
             return {}
         head = self._head(op, path)
+        current = "" if head is None else str(head.get("ETag", ""))
         if if_revision is not None:
-            if head is None or head.get("ETag") != if_revision:
+            if current != if_revision:
                 raise self.error(op, path, ErrorKind.CONFLICT, "stored revision changed")
-            if not overwrite:
+            if not overwrite and head is not None:
                 raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
-            return {"IfMatch": if_revision}
+            return {"IfMatch": if_revision} if if_revision else {"IfNoneMatch": "*"}
         if head is not None:
             raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
         return {"IfNoneMatch": "*"}
@@ -813,7 +836,7 @@ class _MultipartUpload:
         self.client = storage.client
         response = storage._call(op, path, storage.client.create_multipart_upload, Key=self.key, **headers)
         self.upload_id: str = response["UploadId"]
-        self.pool = PartPool(max_concurrency)
+        self.pool = PartPool(max_concurrency, storage._part_slots)
         self.next_number = 1
         self._finished = False
 

@@ -106,18 +106,32 @@ class PartPool:
     ``submit`` blocks while the pool is full and re-raises the first failure of a finished
     job; ``finish`` waits for everything and returns the results ordered by part number.
     ``shutdown`` waits for running jobs (so nothing lands after an abort) and drops queued ones.
+    ``slots``, when given, is shared by every pool of one storage: a part holds a slot from
+    submission until it finished or was cancelled, which bounds the part buffers in flight
+    across parallel writes.
     """
 
-    def __init__(self, max_concurrency: int) -> None:
+    def __init__(self, max_concurrency: int, slots: threading.Semaphore | None = None) -> None:
         self.max_concurrency = max(1, max_concurrency)
         self._executor = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="s3-part")
         self._pending: set[Future[tuple[int, str]]] = set()
         self._done: dict[int, str] = {}
+        self._slots = slots
 
     def submit(self, number: int, job: Callable[[], str]) -> None:
         while len(self._pending) >= self.max_concurrency:
             self._harvest(FIRST_COMPLETED)
-        future = self._executor.submit(_run, number, job)
+        slots = self._slots
+        if slots is not None:
+            slots.acquire()
+        try:
+            future = self._executor.submit(_run, number, job)
+        except BaseException:
+            if slots is not None:
+                slots.release()
+            raise
+        if slots is not None:
+            future.add_done_callback(lambda _: slots.release())  # also runs when cancelled
         self._pending.add(future)
 
     def _harvest(self, when: str) -> None:

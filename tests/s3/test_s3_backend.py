@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from distributor_core.config.errors import SecretError
 from distributor_core.storage.base import iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
-from distributor_core.storage.s3 import S3CredentialsError, S3Storage
+from distributor_core.storage.s3 import S3Storage
 from tests.peers.moto import MotoServer, make_s3_storage
 
 pytestmark = pytest.mark.s3
@@ -205,6 +206,10 @@ def test_open_read_streams_in_chunks(s3_storage: S3Storage) -> None:
         buffer = bytearray(10)
         assert stream.readinto(buffer) == 10
         assert bytes(buffer) == data[:10]
+    assert stream.closed
+    for call in (lambda: stream.read(1), stream.read, lambda: stream.readinto(bytearray(1))):
+        with pytest.raises(ValueError):
+            call()
 
 
 def test_read_bytes_limit(s3_storage: S3Storage) -> None:
@@ -279,6 +284,29 @@ def test_explicit_credential_names_resolve_through_injected_env(
     assert raw_keys(moto_server, bucket) == ["out/a.txt"]
 
 
+def test_config_model_credentials_from_secrets_directory(moto_server: MotoServer, tmp_path: Any) -> None:
+    """The real config model and resolver: names looked up in the environment, then as files in
+    ``secrets.directory`` (whitespace stripped)."""
+    from distributor_core.config.models import S3Backend, S3Credentials
+    from distributor_core.config.secrets import Environment
+
+    bucket = moto_server.create_bucket()
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    (secrets_dir / "DIST_S3_SECRET").write_text(moto_server.secret_access_key + "\n")
+    env = Environment({"DIST_S3_KEY": moto_server.access_key_id}, secrets_directory=secrets_dir)
+    cfg = S3Backend(
+        bucket=bucket,
+        prefix="site",
+        endpoint=moto_server.endpoint_url,
+        force_path_style=True,
+        credentials=S3Credentials(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
+    )
+    with S3Storage.from_config(cfg, env) as storage:
+        storage.write_bytes("index.html", b"<p>ok</p>", overwrite=False)
+    assert raw_keys(moto_server, bucket) == ["site/index.html"]
+
+
 def test_explicit_credential_name_unresolved_fails_naming_it(moto_server: MotoServer) -> None:
     cfg = s3_config(
         moto_server,
@@ -286,9 +314,11 @@ def test_explicit_credential_name_unresolved_fails_naming_it(moto_server: MotoSe
         credentials=SimpleNamespace(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
     )
     env = DictEnv({"DIST_S3_KEY": moto_server.access_key_id})
-    with pytest.raises(S3CredentialsError) as info:
-        S3Storage.from_config(cfg, env)
-    assert "secret_access_key_env names DIST_S3_SECRET" in str(info.value)
+    with pytest.raises(SecretError) as info:
+        S3Storage.from_config(cfg, env, context="pipelines[0].destinations[0]")
+    assert str(info.value) == (
+        "pipelines[0].destinations[0]: s3 secret access key environment variable DIST_S3_SECRET is not set"
+    )
     assert moto_server.access_key_id not in str(info.value)
 
 
@@ -407,6 +437,27 @@ def test_if_match_loses_a_race(moto_server: MotoServer, s3_storage: S3Storage) -
         s3_storage.write_stream("state.json", racing_chunks(), overwrite=True, if_revision=first.revision)
     assert info.value.kind == ErrorKind.CONFLICT
     assert s3_storage.read_bytes("state.json") == b"other writer"
+
+
+def test_empty_if_revision_means_the_object_must_still_be_absent(
+    moto_server: MotoServer, s3_storage: S3Storage
+) -> None:
+    """``if_revision=""`` is "there was no state when I inspected": create-only, and a 412 from
+    ``If-None-Match: *`` is a ``conflict`` (resolutions A3), as the local backend reports it."""
+    entry = s3_storage.write_bytes("b/.distributor.json", b"v1", overwrite=True, if_revision="")
+    assert entry.revision == s3_storage.stat("b/.distributor.json").revision
+    with pytest.raises(StorageError) as info:
+        s3_storage.write_bytes("b/.distributor.json", b"v2", overwrite=True, if_revision="")
+    assert info.value.kind == ErrorKind.CONFLICT
+
+    def racing_chunks() -> Iterator[bytes]:
+        raw_put(moto_server, s3_storage.bucket, "c/.distributor.json", b"other writer")
+        yield b"mine"
+
+    with pytest.raises(StorageError) as info:
+        s3_storage.write_stream("c/.distributor.json", racing_chunks(), overwrite=True, if_revision="")
+    assert info.value.kind == ErrorKind.CONFLICT
+    assert s3_storage.read_bytes("c/.distributor.json") == b"other writer"
 
 
 def test_small_write_integrity_failure_writes_nothing(s3_storage: S3Storage) -> None:

@@ -7,7 +7,9 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,41 @@ def test_multipart_if_revision_precheck(storage: S3Storage) -> None:
     with pytest.raises(StorageError) as info:
         storage.write_stream("state.bin", odd_chunks(data), overwrite=True, if_revision=first.revision)
     assert info.value.kind == ErrorKind.CONFLICT
+
+
+def test_parallel_writes_share_one_bound_of_parts_in_flight(moto_server: MotoServer) -> None:
+    """Three multipart writes at once on one storage never have more than ``max_concurrency``
+    parts uploading together, and all of them complete intact."""
+    storage = make_s3_storage(moto_server, part_size=PART, max_concurrency=2, max_parallel_writes=3)
+    in_flight = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def started(**_: Any) -> None:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+
+    def finished(**_: Any) -> None:
+        nonlocal in_flight
+        with lock:
+            in_flight -= 1
+
+    storage.client.meta.events.register("before-call.s3.UploadPart", started)
+    storage.client.meta.events.register("after-call.s3.UploadPart", finished)
+    payloads = {f"f{i}.bin": pattern(12 * MIB, seed=bytes([i])) for i in range(3)}
+    with storage, ThreadPoolExecutor(storage.max_parallel_writes) as pool:
+        futures = [
+            pool.submit(storage.write_stream, name, odd_chunks(data), overwrite=False, expected_sha256=digest(data))
+            for name, data in payloads.items()
+        ]
+        for future in futures:
+            future.result()
+        for name, data in payloads.items():
+            assert digest(storage.read_bytes(name)) == digest(data)
+    assert 1 <= peak <= 2
+    assert pending_uploads(moto_server, storage.bucket) == []
 
 
 def test_large_payload_raises_part_size_to_fit_ten_thousand_parts(storage: S3Storage) -> None:

@@ -13,8 +13,9 @@ from botocore.exceptions import (
     NoCredentialsError,
 )
 
+from distributor_core.config.errors import SecretError
 from distributor_core.storage.errors import ErrorKind, StorageError
-from distributor_core.storage.s3 import S3CredentialsError, S3Storage, resolve_credentials
+from distributor_core.storage.s3 import S3Storage, resolve_credentials
 from distributor_core.storage.s3_content import content_type_for
 from distributor_core.storage.s3_errors import map_error, redact
 from distributor_core.storage.s3_upload import MAX_PARTS, MIB, PartBuffer, copy_ranges, part_size_for
@@ -213,30 +214,30 @@ def test_resolve_credentials_reads_both_names() -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "missing"),
+    ("values", "message"),
     [
-        ({"SECRET_NAME": "s3cr3t"}, "KEY_NAME"),
-        ({"KEY_NAME": "AKIDVALUE"}, "SECRET_NAME"),
-        ({"KEY_NAME": "", "SECRET_NAME": "s3cr3t"}, "KEY_NAME"),
-        ({"KEY_NAME": "AKIDVALUE", "SECRET_NAME": ""}, "SECRET_NAME"),
+        ({"SECRET_NAME": "s3cr3t"}, "s3 access key id environment variable KEY_NAME is not set"),
+        ({"KEY_NAME": "AKIDVALUE"}, "s3 secret access key environment variable SECRET_NAME is not set"),
+        ({"KEY_NAME": "", "SECRET_NAME": "s3cr3t"}, "s3 access key id environment variable KEY_NAME is empty"),
+        (
+            {"KEY_NAME": "AKIDVALUE", "SECRET_NAME": ""},
+            "s3 secret access key environment variable SECRET_NAME is empty",
+        ),
     ],
 )
-def test_resolve_credentials_unresolved_name_is_named_without_values(values: dict[str, str], missing: str) -> None:
+def test_resolve_credentials_unresolved_name_is_named_without_values(values: dict[str, str], message: str) -> None:
     creds = SimpleNamespace(access_key_id_env="KEY_NAME", secret_access_key_env="SECRET_NAME")
-    with pytest.raises(S3CredentialsError) as info:
-        resolve_credentials(creds, DictEnv(values))
+    with pytest.raises(SecretError) as info:
+        resolve_credentials(creds, DictEnv(values), context="pipelines[0].destinations[1]")
     text = str(info.value)
-    assert missing in text
-    assert "not set or is empty" in text
+    assert text == f"pipelines[0].destinations[1]: {message}"
     for value in values.values():
         if value:
             assert value not in text
-    assert info.value.kind == ErrorKind.PERMISSION
-    assert isinstance(info.value, StorageError)
 
 
 def test_resolve_credentials_requires_both_names() -> None:
-    with pytest.raises(S3CredentialsError, match="must be set together"):
+    with pytest.raises(SecretError, match="must be set together"):
         resolve_credentials(SimpleNamespace(access_key_id_env="K", secret_access_key_env=None), DictEnv({"K": "v"}))
 
 
@@ -249,8 +250,30 @@ def test_from_config_refuses_unresolved_credentials_before_building_a_client() -
         force_path_style=False,
         credentials=SimpleNamespace(access_key_id_env="DIST_KEY", secret_access_key_env="DIST_SECRET"),
     )
-    with pytest.raises(S3CredentialsError, match="access_key_id_env names DIST_KEY"):
+    with pytest.raises(SecretError, match=r"^s3 access key id environment variable DIST_KEY is not set$"):
         S3Storage.from_config(cfg, DictEnv({}))
+
+
+def test_from_config_accepts_the_config_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real pydantic model and secret resolver (environment, then secrets directory)."""
+    from distributor_core.config.models import S3Backend, S3Credentials
+    from distributor_core.config.secrets import Environment
+
+    cfg = S3Backend(
+        bucket="b",
+        prefix="out/site",
+        endpoint="http://127.0.0.1:9",
+        force_path_style=True,
+        credentials=S3Credentials(access_key_id_env="DIST_KEY", secret_access_key_env="DIST_SECRET"),
+    )
+    env = Environment({"DIST_KEY": "AKIDFROMENV", "DIST_SECRET": "secret-from-env"})
+    with S3Storage.from_config(cfg, env) as storage:
+        assert (storage.bucket, storage.prefix, storage.region) == ("b", "out/site", "us-east-1")
+        assert storage.client.meta.endpoint_url == "http://127.0.0.1:9"
+        assert storage.client.meta.config.s3["addressing_style"] == "path"
+        assert "secret-from-env" not in repr(storage)
+    with pytest.raises(SecretError, match="DIST_SECRET is empty"):
+        S3Storage.from_config(cfg, Environment({"DIST_KEY": "AKIDFROMENV", "DIST_SECRET": ""}))
 
 
 # ---------------------------------------------------------------------------- constructor
