@@ -798,3 +798,86 @@ def test_failed_shared_root_replace_keeps_state_truthful(env: Env, hooked):
     assert outcome.status == "failed"
     assert env.files() == before
     env.assert_consistent()
+
+
+# --------------------------------------------------------------------------- executor details
+
+
+def test_parallel_writes_keep_plan_order_in_state(env: Env):
+    files = {f"f{i:02d}.txt": f"file {i}\n".encode() for i in range(12)}
+    manifest = env.source(files)
+    plan = env.plan(manifest)
+    seen = []
+    result = execute_plan(plan, source=env.src, destination=env.dst, now=NOW, version="test", workers=4,
+                          progress=lambda p: seen.append((p.files_done, p.bytes_done)))
+    assert [o.path for o in env.state().outputs] == list(files)
+    assert [o.path for o in result.written] == list(files)
+    assert sorted(seen)[-1] == (12, sum(len(d) for d in files.values()))
+    assert len(seen) == 12
+    env.assert_consistent()
+
+
+def test_parallel_write_failure_rolls_everything_back(env: Env, hooked):
+    files = {f"f{i:02d}.txt": f"file {i}\n".encode() for i in range(12)}
+    manifest = env.source(files)
+    env.seed_single_owner({"f00.txt": b"old"})
+    before = env.files()
+    plan = env.plan(manifest, dst=hooked)
+
+    def hook(op, path, **kw):
+        if op == "write" and kw.get("expected_sha256") == digest(files["f07.txt"]):
+            raise StorageError("write", "local", path, ErrorKind.UNAVAILABLE, "injected")
+
+    hooked.hook = hook
+    with pytest.raises(StorageError):
+        execute_plan(plan, source=env.src, destination=hooked, now=NOW, version="test", workers=4)
+    assert env.files() == before
+
+
+def test_concurrent_state_change_is_detected_by_the_conditional_state_write(env: Env, hooked):
+    """A writer that ignored the lock changed the state after planning: the state write is
+    conditional on the revision read at planning and fails with a conflict; the attempt is undone."""
+    manifest = env.source({"report.md": REPORT})
+    env.seed_single_owner({"report.md": b"old"})
+    plan = env.plan(manifest, dst=hooked)
+    foreign = env.seed_single_owner({"report.md": b"old"}, pipeline="intruder", write_files=False)
+    foreign_bytes = env.state_bytes()
+    assert foreign.pipeline_id == "intruder"
+    with pytest.raises(StorageError) as info:
+        execute_plan(plan, source=env.src, destination=hooked, now=NOW, version="test")
+    assert info.value.kind == ErrorKind.CONFLICT
+    assert env.state_bytes() == foreign_bytes
+    assert env.read("bundle/report.md") == b"old"
+    assert env.leftovers() == []
+
+
+def test_recorded_outputs_missing_on_storage_do_not_block_replace(env: Env):
+    manifest = env.source({"report.md": REPORT})
+    env.seed_single_owner({"report.md": b"old", "gone.txt": b"g"}, write_files=False)
+    outcome = env.publish_ok(manifest, expect=Action.REPLACE_OLDER)
+    assert outcome.execution.deleted == []
+    assert env.read("bundle/report.md") == REPORT
+    env.assert_consistent()
+
+
+def test_publish_reports_the_plan_made_under_the_lock(env: Env):
+    manifest = env.source()
+    first = env.plan(manifest)
+    env.publish_ok(manifest)
+    seen = []
+    outcome = env.publish(env.request(manifest), first_plan=first, on_plan=seen.append)
+    assert outcome.plan.action == Action.SKIP_SAME
+    assert outcome.first_plan is first and first.action == Action.PUBLISH_NEW
+    assert seen == [outcome.plan]
+    same = env.publish(env.request(manifest), first_plan=outcome.plan)
+    assert same.first_plan is None
+
+
+def test_planning_errors_become_failed_outcomes(env: Env):
+    manifest = env.source({"report.html": b"<p>x</p>", "report.md": REPORT})
+    request = env.request(manifest, publish_html=True, markdown_enabled=True)
+    for dry_run in (True, False):
+        outcome = env.publish(request, dry_run=dry_run)
+        assert (outcome.status, outcome.plan) == ("failed", None)
+        assert outcome.error == "destination output path collision: report.html"
+    assert env.files() == {}

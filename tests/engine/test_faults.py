@@ -24,6 +24,7 @@ from distributor_core.execute.publish import PublishOutcome
 from distributor_core.plan.model import Action
 from distributor_core.state import parse_state_document
 from distributor_core.storage.faults import OP_KINDS, Fault, FaultInjectingStorage
+from distributor_core.storage.local import LocalStorage
 
 from .conftest import CREATED, HOUR, LATER, REPORT, SUMMARY, Env, SharedOwner, digest, manifest_for, new_env
 
@@ -138,14 +139,22 @@ class Run:
 _counter = itertools.count()
 
 
-def _prepare(tmp_path: Path, scenario: str, faults=()) -> Run:
+class ObjectStoreLocal(LocalStorage):
+    """Local storage driven through the executor's object-store branch (``atomic_rename`` false:
+    outputs are written straight to their final names, as on S3)."""
+
+    atomic_rename = False
+
+
+def _prepare(tmp_path: Path, scenario: str, faults=(), *, object_store: bool = False) -> Run:
     env = new_env(tmp_path / f"run{next(_counter)}")
     setup, _ = SCENARIOS[scenario]
     kwargs = setup(env)
     from distributor_core.bundle import load_manifest
 
     env.src_manifest = load_manifest(env.src_root / BUNDLE)  # type: ignore[attr-defined]
-    return Run(env, FaultInjectingStorage(env.dst, faults), kwargs, env.files())
+    inner = ObjectStoreLocal(env.dst_root) if object_store else env.dst
+    return Run(env, FaultInjectingStorage(inner, faults), kwargs, env.files())
 
 
 @dataclass
@@ -155,19 +164,20 @@ class Expected:
     calls: list[tuple[str, str]]
 
 
-_probes: dict[str, Expected] = {}
+_probes: dict[tuple[str, bool], Expected] = {}
 
 
-def _probe(tmp_path: Path, scenario: str) -> Expected:
-    if scenario not in _probes:
-        run = _prepare(tmp_path, scenario)
+def _probe(tmp_path: Path, scenario: str, *, object_store: bool = False) -> Expected:
+    key = (scenario, object_store)
+    if key not in _probes:
+        run = _prepare(tmp_path, scenario, object_store=object_store)
         outcome = run.publish()
         assert outcome.status == "completed", outcome.error
         assert outcome.plan.action == SCENARIOS[scenario][1]
         assert run.storage.injected == []
         run.env.assert_consistent(unmanaged=_unmanaged(run.previous, run.env.files()))
-        _probes[scenario] = Expected(run.storage.counts, run.env.files(), list(run.storage.calls))
-    return _probes[scenario]
+        _probes[key] = Expected(run.storage.counts, run.env.files(), list(run.storage.calls))
+    return _probes[key]
 
 
 def _unmanaged(previous: dict[str, bytes], files: dict[str, bytes]) -> set[str]:
@@ -264,6 +274,50 @@ def test_every_nth_call_failing(tmp_path: Path, scenario: str, kind: str):
         check_retry(run, expected, direction, label)
     if kind in ("write", "rename"):
         assert "back" in directions  # faults before the commit were exercised
+
+
+BUG_OBJECT_STORE_WRITES = (
+    "bug: execute/executor.execute_plan (object-store branch, atomic_rename false) adds final paths to "
+    "`committed` only after every write succeeded, so a failed write leaves the earlier new outputs behind "
+    "as unrecorded files"
+)
+
+
+def _object_store_cases():
+    for scenario in SCENARIOS:
+        for kind in ("write", "rename", "delete", "stat"):
+            marks = []
+            if kind == "write" and scenario in OBJECT_STORE_FAILING:
+                marks = [pytest.mark.xfail(strict=True, reason=BUG_OBJECT_STORE_WRITES)]
+            yield pytest.param(scenario, kind, marks=marks, id=f"{scenario}-{kind}")
+
+
+#: scenarios whose plan writes a new path before another output (the others write new paths last)
+OBJECT_STORE_FAILING = {"publish_new"}
+
+
+@pytest.mark.parametrize(("scenario", "kind"), list(_object_store_cases()))
+def test_every_nth_call_failing_on_an_object_store(tmp_path: Path, scenario: str, kind: str):
+    expected = _probe(tmp_path, scenario, object_store=True)
+    assert not any(lp.basename(p).startswith(lp.TEMP_PREFIX) for k, p in expected.calls if k == "write")
+    for n in range(1, expected.counts[kind] + 1):
+        label = f"{scenario} (object store): {kind} #{n}"
+        run = _prepare(tmp_path, scenario, [Fault(kind, nth=n)], object_store=True)
+        outcome = run.publish()
+        direction = check_after_fault(run, outcome, expected, label)
+        check_retry(run, expected, direction, label)
+
+
+@pytest.mark.xfail(strict=True, reason=BUG_OBJECT_STORE_WRITES)
+def test_failed_merge_on_an_object_store_leaves_no_new_output(tmp_path: Path):
+    env = new_env(tmp_path / "merge")
+    env.seed_single_owner({"report.md": b"old"})
+    manifest = env.source({"new.md": b"new", "report.md": REPORT})
+    before = env.files()
+    storage = FaultInjectingStorage(ObjectStoreLocal(env.dst_root), [Fault("write", path="bundle/report.md")])
+    outcome = env.publish(env.request(manifest, dst=storage, reconciliation_mode="merge"))
+    assert outcome.status == "failed"
+    assert env.files() == before
 
 
 BUG_LOST_RENAME_ACK = (
