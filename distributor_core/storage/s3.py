@@ -133,8 +133,9 @@ def build_client(
 
     Checksums are computed and validated only where the API requires them
     (``when_required``): boto3 ≥ 1.36 otherwise adds CRC checksums that several S3-compatible
-    stores reject. Integrity comes from ``Content-MD5`` on every upload and from the sha256 the
-    backend verifies itself.
+    stores reject; where a checksum is required (DeleteObjects) ``Content-MD5`` replaces CRC32.
+    Integrity comes from ``Content-MD5`` on every upload and from the sha256 the backend verifies
+    itself.
     """
     import boto3
     from botocore.config import Config
@@ -154,13 +155,33 @@ def build_client(
         user_agent_extra="distributor",
     )
     session = boto3.session.Session()
-    return session.client(
+    client = session.client(
         "s3",
         endpoint_url=endpoint_url or None,
         aws_access_key_id=access_key_id,
         aws_secret_access_key=secret_access_key,
         config=config,
     )
+    client.meta.events.register("before-sign.s3.DeleteObjects", _md5_instead_of_crc32)
+    return client
+
+
+def _md5_instead_of_crc32(request: Any, **_: Any) -> None:
+    """DeleteObjects requires a body checksum, and boto3 ≥ 1.36 sends CRC32 even with
+    ``when_required``. ``Content-MD5`` is what every S3 implementation accepts (AWS too), so send
+    that instead. Runs before signing, so the signature covers the final headers."""
+    headers = request.headers
+    names = [name for name in headers if name.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum-"))]
+    if not names or "Content-MD5" in headers:
+        return
+    body = request.body
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    if not isinstance(body, bytes | bytearray):
+        return  # not a buffered body: keep boto3's checksum
+    for name in names:
+        del headers[name]
+    headers["Content-MD5"] = content_md5(body)
 
 
 class _S3ReadStream(io.RawIOBase):

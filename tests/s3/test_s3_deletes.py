@@ -191,3 +191,25 @@ def test_delete_file(moto_server: MotoServer, storage: S3Storage) -> None:
     with pytest.raises(StorageError) as info:
         storage.delete_file("x/y.txt")
     assert info.value.kind == ErrorKind.NOT_FOUND
+
+
+def test_delete_objects_sends_content_md5_not_crc32(moto_server: MotoServer, storage: S3Storage) -> None:
+    """boto3 ≥ 1.36 would send ``x-amz-checksum-crc32`` on DeleteObjects even with
+    ``when_required``; the backend sends the universally accepted ``Content-MD5`` instead."""
+    import base64
+    import hashlib
+
+    put_many(moto_server, storage.bucket, ["root/a.txt", "root/b.txt"])
+    sent: list[dict[str, str]] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        headers = {k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
+        headers["body-md5"] = base64.b64encode(hashlib.md5(request.body).digest()).decode()
+        sent.append(headers)
+
+    storage.client.meta.events.register("before-send.s3.DeleteObjects", capture)
+    assert storage.delete_prefix("") == ["a.txt", "b.txt"]
+    assert len(sent) == 1
+    assert not [name for name in sent[0] if name.startswith("x-amz-checksum-")]
+    assert sent[0]["content-md5"] == sent[0]["body-md5"]
+    assert raw_keys(moto_server, storage.bucket) == []
