@@ -162,13 +162,18 @@ def execute_plan(
     counts_lock = threading.Lock()
 
     def write_one(step: _Step, target: str) -> None:
-        destination.write_stream(
-            target,
-            _chunks(source, plan.source_bundle_path, step.output),
-            overwrite=False,
-            expected_size=step.output.size,
-            expected_sha256=step.output.sha256,
-        )
+        try:
+            destination.write_stream(
+                target,
+                _chunks(source, plan.source_bundle_path, step.output),
+                overwrite=False,
+                expected_size=step.output.size,
+                expected_sha256=step.output.sha256,
+            )
+        except StorageError as exc:
+            if exc.kind == ErrorKind.ALREADY_EXISTS:
+                committed.discard(target)  # someone else's file: never ours to remove
+            raise
         with counts_lock:
             counts.files_done += 1
             counts.bytes_done += step.output.size
@@ -193,8 +198,8 @@ def execute_plan(
                 raise errors[0]
 
     committed: set[str] = set()
-    destination.write_bytes(journal.path, journal.to_bytes(), overwrite=True)
     try:
+        destination.write_bytes(journal.path, journal.to_bytes(), overwrite=True)
         if stage:
             run_writes([(s, s.temp) for s in steps if s.temp])
         for step in steps:
@@ -206,11 +211,11 @@ def execute_plan(
                         raise
         if stage:
             for step in steps:
+                committed.add(step.final)  # before the call: a rename may land and still report failure
                 destination.rename(step.temp, step.final, overwrite=False)
-                committed.add(step.final)
         else:
-            run_writes([(s, s.final) for s in steps])
             committed.update(s.final for s in steps)
+            run_writes([(s, s.final) for s in steps])
         if lock is not None:
             lock.ensure_held()
         destination.write_bytes(

@@ -206,27 +206,35 @@ def roll_forward(storage: Storage, journal: Journal, recovery: Recovery) -> None
     for write in journal.writes:
         if write.backup and _delete_if_present(storage, write.backup):
             recovery.removed.append(write.backup)
-    storage.delete_file(journal.path)
+    _delete_if_present(storage, journal.path)
 
 
 def roll_back(
     storage: Storage, journal: Journal, recovery: Recovery, *, committed: set[str] | None = None
 ) -> None:
-    """Undo a publication. ``committed`` (known only in-process) limits which new final paths
-    are removed to those this attempt placed there; crash recovery removes every listed one."""
+    """Undo a publication.
+
+    A staged file still under its temporary name never reached its final path, so only the
+    temporary goes. Otherwise a new final path is this attempt's and is removed, and an
+    overwritten one gets its backup back. ``committed`` (known only in-process) names the final
+    paths this attempt tried to place; crash recovery, which cannot know, treats every listed
+    path as possibly placed.
+    """
     for write in reversed(journal.writes):
-        if write.temp and _delete_if_present(storage, write.temp, prune=True):
+        if write.temp and storage.exists(write.temp):
+            _delete_if_present(storage, write.temp, prune=True)
             recovery.removed.append(write.temp)
+            placed = False
+        else:
+            placed = committed is None or write.path in committed
         if write.backup:
             if storage.exists(write.backup):
                 storage.rename(write.backup, write.path, overwrite=True)
                 recovery.restored.append(write.path)
             # no backup on storage: the original never moved and is still in place
-        elif (committed is None or write.path in committed) and _delete_if_present(
-            storage, write.path, prune=True
-        ):
+        elif placed and _delete_if_present(storage, write.path, prune=True):
             recovery.removed.append(write.path)
-    storage.delete_file(journal.path)
+    _delete_if_present(storage, journal.path)
 
 
 def finish(storage: Storage, journal: Journal, *, committed: set[str] | None = None) -> Recovery:

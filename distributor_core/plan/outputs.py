@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from urllib.parse import quote, urlsplit
 
 from distributor_core import paths as lp
@@ -27,6 +28,20 @@ def html_path(source_path: str, mode: str) -> str:
         stem = lp.basename(source_path).rsplit(".", 1)[0]
         name = f"{stem}.html"
     return name if directory == "" else f"{directory}/{name}"
+
+
+def normalize_policy(policy: DestinationPolicy) -> DestinationPolicy:
+    """Empty modes take their defaults (core-semantics §4.1)."""
+    changes = {}
+    if not policy.reconciliation_mode:
+        changes["reconciliation_mode"] = "replace"
+    if not policy.state_mode:
+        changes["state_mode"] = "single_owner"
+    if not policy.path_mapping:
+        changes["path_mapping"] = "preserve_relative"
+    if not policy.takeover_mode:
+        changes["takeover_mode"] = "same_pipeline"
+    return replace(policy, **changes) if changes else policy
 
 
 def check_policy(policy: DestinationPolicy) -> None:

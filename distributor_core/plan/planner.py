@@ -20,7 +20,7 @@ from distributor_core.compare import (
 )
 from distributor_core.plan import actions as act
 from distributor_core.plan.model import Action, Plan, PlanError, PlanRequest, TakenOverOutput
-from distributor_core.plan.outputs import apply_links, build_outputs, check_policy
+from distributor_core.plan.outputs import apply_links, build_outputs, check_policy, normalize_policy
 from distributor_core.state import StateError, parse_state_document, project_single_owner_outputs
 from distributor_core.state.model import OwnerScope, SharedOutputRecord, SharedRootState
 from distributor_core.storage.base import Storage
@@ -65,7 +65,7 @@ def current_owner_records(status: DestinationStatus, scope: OwnerScope) -> tuple
 
 
 def build_plan(request: PlanRequest) -> Plan:
-    policy = request.policy
+    policy = normalize_policy(request.policy)
     check_policy(policy)
     if not request.pipeline_id or not request.destination_id:
         raise PlanError("plan request requires pipeline and destination ids")
@@ -318,7 +318,7 @@ def _plan_shared_root(plan: Plan, request: PlanRequest, status: DestinationStatu
 
 def _force_deletes(storage: Storage, plan: Plan) -> tuple[str, ...]:
     """Everything under the bundle path a forced replacement will remove (resolutions B3)."""
-    scan = storage.scan(plan.bundle_path, limit=FORCE_WALK_LIMIT, include_dirs=False)
+    scan = storage.scan(plan.bundle_path, limit=FORCE_WALK_LIMIT, include_dirs=False, include_reserved=True)
     if scan.truncated:
         raise PlanError(
             f"destination bundle path {lp.display_path(plan.bundle_path)} holds more than "
@@ -328,6 +328,11 @@ def _force_deletes(storage: Storage, plan: Plan) -> tuple[str, ...]:
     deletes = []
     for entry in scan.entries:
         relative = lp.relative_to(entry.path, plan.bundle_path)
+        # nested bundles' state goes with their outputs; locks, journals, temporaries and
+        # backups belong to other writers (or to this one) and stay
+        nested_state = lp.basename(relative) == lp.STATE_FILE_NAME and relative != lp.STATE_FILE_NAME
+        if lp.is_reserved_path(relative) and not nested_state:
+            continue
         if relative not in planned:
             deletes.append(relative)
     return tuple(deletes)
