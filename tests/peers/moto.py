@@ -35,9 +35,10 @@ import pytest
 REGION = "us-east-1"
 _START_TIMEOUT = 20.0
 _SETUP_DUMMY_KEY = ("AKIDSETUPONLY0000000", "setup-only-secret")
+#: the session user may do anything in S3 and create further IAM users (see ``create_user``)
 _POLICY = {
     "Version": "2012-10-17",
-    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+    "Statement": [{"Effect": "Allow", "Action": ["s3:*", "iam:*"], "Resource": "*"}],
 }
 
 
@@ -84,6 +85,27 @@ class MotoServer:
         finally:
             client.close()
         return bucket
+
+    def create_user(self, policy: dict[str, Any], name: str | None = None) -> tuple[str, str]:
+        """A further IAM user with ``policy`` as its only (inline) policy; returns its
+        ``(access_key_id, secret_access_key)``. moto enforces the policy on its requests."""
+        import boto3
+
+        user = name or f"user-{secrets.token_hex(4)}"
+        iam = boto3.client(
+            "iam",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+        )
+        try:
+            iam.create_user(UserName=user)
+            iam.put_user_policy(UserName=user, PolicyName="policy", PolicyDocument=json.dumps(policy))
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+        finally:
+            iam.close()
+        return key["AccessKeyId"], key["SecretAccessKey"]
 
     def log_text(self) -> str:
         try:

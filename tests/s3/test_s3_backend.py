@@ -605,3 +605,69 @@ def test_dry_run_refuses_every_write(moto_server: MotoServer) -> None:
             assert info.value.kind == ErrorKind.UNSUPPORTED
             assert "dry run" in str(info.value)
     assert raw_keys(moto_server, bucket) == ["keep.txt"]
+
+
+# ---------------------------------------------------------------------------- IAM
+
+
+def documented_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """The least-privilege destination policy of docs/integrations/s3.md."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ListThePrefix",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}},
+            },
+            {
+                "Sid": "ObjectsUnderThePrefix",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                "Resource": f"arn:aws:s3:::{bucket}/{prefix}/*",
+            },
+        ],
+    }
+
+
+def test_documented_least_privilege_policy_is_enough(moto_server: MotoServer) -> None:
+    """Every operation the backend uses works with the documented policy; writes outside the
+    prefix are refused with ``permission``."""
+    bucket = moto_server.create_bucket()
+    policy = documented_policy(bucket, "site")
+    # moto authorizes DeleteObjects against the bucket ARN; AWS checks s3:DeleteObject per key
+    policy["Statement"].append({"Effect": "Allow", "Action": "s3:DeleteObject", "Resource": f"arn:aws:s3:::{bucket}"})
+    key, secret = moto_server.create_user(policy)
+    storage = make_s3_storage(
+        moto_server,
+        bucket=bucket,
+        prefix="site",
+        access_key_id=key,
+        secret_access_key=secret,
+        part_size=5 * 1024 * 1024,
+    )
+    with storage:
+        storage.write_bytes("b/.distributor.lock", b"{}", overwrite=False)
+        storage.write_bytes("b/index.html", b"<p>1</p>", overwrite=False)
+        storage.write_stream("b/big.bin", [b"x" * (11 * 1024 * 1024)], overwrite=False)
+        with pytest.raises(StorageError):
+            storage.write_stream("b/bad.bin", [b"x" * (11 * 1024 * 1024)], overwrite=False, expected_size=1)
+        state = storage.write_bytes("b/.distributor.json", b"{}", overwrite=True, if_revision="")
+        storage.write_bytes("b/.distributor.json", b"{1}", overwrite=True, if_revision=state.revision)
+        storage.rename("b/index.html", "b/.distributor-bak-0123456789abcdef", overwrite=False)
+        assert [e.path for e in storage.walk("b", include_reserved=True, include_dirs=False)] == [
+            "b/.distributor-bak-0123456789abcdef",
+            "b/.distributor.json",
+            "b/.distributor.lock",
+            "b/big.bin",
+        ]
+        assert storage.stat("b").is_dir and storage.read_bytes("b/.distributor.json") == b"{1}"
+        storage.delete_file("b/.distributor.lock")
+        assert storage.delete_prefix("b") == ["b/.distributor-bak-0123456789abcdef", "b/.distributor.json", "b/big.bin"]
+    outside = make_s3_storage(moto_server, bucket=bucket, prefix="other", access_key_id=key, secret_access_key=secret)
+    with outside, pytest.raises(StorageError) as info:
+        outside.write_bytes("a.txt", b"x", overwrite=True)
+    assert info.value.kind == ErrorKind.PERMISSION
+    assert raw_keys(moto_server, bucket) == []
