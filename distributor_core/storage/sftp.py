@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import io
+import logging
 import os
 import posixpath
 import socket
@@ -54,6 +55,11 @@ from paramiko.sftp_client import SFTPClient, int64
 from distributor_core import paths as lp
 from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
+
+# paramiko logs connection failures with tracebacks from its transport thread; without a handler
+# they would reach stderr through logging's last resort. The failures are reported as
+# StorageErrors; applications that configure logging still receive paramiko's records.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 HOST_KEY_POLICIES = ("strict", "accept_new")
 DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
@@ -407,43 +413,45 @@ class SFTPStorage(Storage):
                 channel_timeout=timeout,
                 transport_factory=_transport_factory,
             )
-        except _ConnectError:
+        except Exception as exc:
+            failure = exc if isinstance(exc, _ConnectError) else self._connect_failure(client, exc)
             client.close()
-            raise
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise _ConnectError(
-                f"host key of {self.address} does not match known_hosts file {self.known_hosts_file} "
-                f"(server offered {exc.key.get_name()} {exc.key.fingerprint}, "
-                f"expected {exc.expected_key.get_name()} {exc.expected_key.fingerprint}); "
-                "refusing to connect"
-            ) from None
-        except paramiko.PasswordRequiredException:
-            client.close()
-            raise _ConnectError(
-                f"private key file {self.private_key_file} is encrypted; passphrases are not supported"
-            ) from None
-        except paramiko.AuthenticationException as exc:
-            client.close()
-            raise _ConnectError(f"authentication as {self.user} at {self.address} failed: {exc}") from None
-        except paramiko.ssh_exception.NoValidConnectionsError:
-            client.close()
-            raise _ConnectError(f"connection to {self.address} refused") from None
-        except TimeoutError:
-            client.close()
-            raise _ConnectError(f"timed out connecting to {self.address} after {timeout:g}s") from None
-        except socket.gaierror as exc:
-            client.close()
-            raise _ConnectError(f"cannot resolve host {self.host}: {exc.strerror or exc}") from None
-        except (paramiko.SSHException, EOFError, OSError) as exc:
-            client.close()
-            detail = _status_text(exc) if isinstance(exc, OSError) else (str(exc) or type(exc).__name__)
-            raise _ConnectError(f"cannot connect to {self.address}: {detail}") from None
+            raise failure from None
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(_KEEPALIVE_SECONDS)
         self._connect_count += 1
         return client
+
+    def _connect_failure(self, client: paramiko.SSHClient, exc: Exception) -> _ConnectError:
+        """A message for a failed connect that says what to look at (never secrets)."""
+        timeout = self.connect_timeout
+        transport = client.get_transport()
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return _ConnectError(
+                f"host key of {self.address} does not match known_hosts file {self.known_hosts_file} "
+                f"(server offered {exc.key.get_name()} {exc.key.fingerprint}, "
+                f"expected {exc.expected_key.get_name()} {exc.expected_key.fingerprint}); refusing to connect"
+            )
+        if isinstance(exc, paramiko.PasswordRequiredException):
+            return _ConnectError(
+                f"private key file {self.private_key_file} is encrypted; passphrases are not supported"
+            )
+        if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+            return _ConnectError(f"connection to {self.address} refused")
+        if isinstance(exc, socket.gaierror):
+            return _ConnectError(f"cannot resolve host {self.host}: {exc.strerror or exc}")
+        if isinstance(exc, TimeoutError) and transport is None:
+            return _ConnectError(f"timed out connecting to {self.address} after {timeout:g}s")
+        if transport is not None and not transport.remote_version:
+            return _ConnectError(
+                f"no SSH protocol banner from {self.address} within {timeout:g}s "
+                "(not an SSH server, or it is refusing connections)"
+            )
+        if isinstance(exc, paramiko.AuthenticationException):
+            return _ConnectError(f"authentication as {self.user} at {self.address} failed: {exc}")
+        detail = _status_text(exc) if isinstance(exc, OSError) else (str(exc) or type(exc).__name__)
+        return _ConnectError(f"cannot connect to {self.address}: {detail}")
 
     def _ensure_connected_locked(self) -> paramiko.SSHClient:
         if self._client is not None and self.connected:
@@ -454,8 +462,10 @@ class SFTPStorage(Storage):
         return self._client
 
     def _drop_connection_locked(self) -> None:
+        """Forget the connection. Channels still leased belong to the old generation: they are
+        closed when released and no longer count against ``max_channels``."""
         idle, self._idle = self._idle, []
-        self._open_channels -= len(idle)
+        self._open_channels = 0
         client, self._client = self._client, None
         self._generation += 1
         for channel in idle:
@@ -525,7 +535,6 @@ class SFTPStorage(Storage):
     def close(self) -> None:
         with self._cond:
             self._drop_connection_locked()
-            self._open_channels = 0
 
     # ------------------------------------------------------------------ errors
 

@@ -172,7 +172,14 @@ def _s3_case(request: pytest.FixtureRequest) -> BackendCase:
     )
 
 
-@pytest.fixture(params=BACKENDS)
+_PARAMS = [
+    pytest.param("local"),
+    pytest.param("sftp", marks=pytest.mark.sftp),
+    pytest.param("s3", marks=pytest.mark.s3),
+]
+
+
+@pytest.fixture(params=_PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendCase]:
     name = request.param
     if name == "local":
@@ -229,7 +236,7 @@ def io_probe(case: BackendCase, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
     return storage, lambda: len(sent)
 
 
-@pytest.fixture(params=("local", "sftp"))
+@pytest.fixture(params=_PARAMS[:2])
 def disk_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendCase]:
     """Backends whose root is a real directory tree (directories, symlinks, permissions)."""
     case = _local_case(tmp_path) if request.param == "local" else _sftp_case(request)

@@ -207,6 +207,13 @@ def test_unreadable_private_key_file(sshd_server: SSHDServer, sftp_root: Path, t
     assert f"cannot read private key file {tmp_path / 'no_key'}" in str(error)
 
 
+def test_encrypted_private_key_is_refused_clearly(sshd_server: SSHDServer, sftp_root: Path, tmp_path: Path) -> None:
+    key = tmp_path / "encrypted_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f", str(key)], check=True)
+    error = unavailable(make_sftp_storage(sshd_server, sftp_root, private_key_file=str(key)))
+    assert f"private key file {key} is encrypted; passphrases are not supported" in str(error)
+
+
 def test_connection_refused(sshd_server: SSHDServer, sftp_root: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -225,7 +232,7 @@ def test_silent_server_times_out(sshd_server: SSHDServer, sftp_root: Path) -> No
         started = time.monotonic()
         error = unavailable(storage)
         assert time.monotonic() - started < 5
-        assert f"[127.0.0.1]:{port}" in str(error)
+        assert f"no SSH protocol banner from [127.0.0.1]:{port} within 0.5s" in str(error)
     finally:
         listener.close()
 
@@ -270,6 +277,22 @@ def test_a_drop_during_a_read_is_unavailable(storage: SFTPStorage) -> None:
     assert (info.value.kind, info.value.op, info.value.path) == (ErrorKind.UNAVAILABLE, "read", "big.bin")
     stream.close()
     assert storage.stat("big.bin").size == 16 << 20
+
+
+def test_a_reconnect_does_not_count_channels_of_the_dead_connection(sshd_server: SSHDServer, sftp_root: Path) -> None:
+    storage = make_sftp_storage(sshd_server, sftp_root, max_channels=1, io_timeout=2)
+    try:
+        storage.write_bytes("a.txt", b"a", overwrite=False)
+        stale = storage.open_read("a.txt")  # holds the only channel
+        storage._client.get_transport().close()  # type: ignore[union-attr]
+        assert storage.stat("a.txt").size == 1  # reconnected while the stale stream is still open
+        stale.close()
+        with storage.open_read("a.txt") as stream:
+            assert stream.read() == b"a"
+        assert storage.read_bytes("a.txt") == b"a"
+        assert storage.connect_count == 2
+    finally:
+        storage.close()
 
 
 def test_streams_and_calls_interleave_on_pooled_channels(storage: SFTPStorage) -> None:
