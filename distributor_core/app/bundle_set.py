@@ -1,0 +1,133 @@
+"""The ``all_bundles`` report: one section per bundle path (resolutions B2).
+
+``to_dict()``::
+
+    {"pipeline_id", "destination_id", "backend", "root_path", "all_bundles": true,
+     "dry_run", "bundle_count", "failed_count",
+     "bundles": [<section>, ...]}
+
+A section is the bundle's own report (``reconcile-state`` or ``prune`` shape, always with
+``bundle_path``) plus ``error`` when that bundle failed; a bundle that failed before it had a
+report (invalid or mismatched state, lock conflict, ...) is ``{"bundle_path", "error"}``.
+Bundles are independent: one failing does not stop the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from distributor_core import paths as lp
+from distributor_core.state import PruneCandidate
+
+
+class SectionReport(Protocol):
+    bundle_path: str
+    warnings: list[str]
+
+    @property
+    def failed_output(self) -> PruneCandidate | None: ...
+
+    def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]: ...
+
+    def text_lines(self, *, with_bundle: bool = False) -> list[str]: ...
+
+
+R = TypeVar("R", bound=SectionReport)
+
+
+@dataclass
+class BundleSection(Generic[R]):
+    bundle_path: str
+    report: R | None = None
+    error: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.report is not None:
+            data = self.report.to_dict(with_bundle_path=True)
+        else:
+            data = {"bundle_path": self.bundle_path}
+        if self.error:
+            data["error"] = self.error
+        return data
+
+    def failed_line(self) -> str:
+        """``Failed: bundle=<b> [path=<failed output>] error=<e>``."""
+        text = f"Failed: bundle={lp.display_path(self.bundle_path)}"
+        failed = self.report.failed_output if self.report is not None else None
+        if failed is not None:
+            text += f" path={failed.path}"
+        return f"{text} error={self.error}"
+
+    def text_lines(self) -> list[str]:
+        lines = self.report.text_lines(with_bundle=True) if self.report is not None else []
+        if self.error:
+            lines.append(self.failed_line())
+        return lines
+
+
+@dataclass
+class BundleSetReport(Generic[R]):
+    """Result of ``reconcile_state`` or ``prune`` with ``all_bundles``."""
+
+    pipeline_id: str
+    destination_id: str
+    backend: str
+    root_path: str
+    dry_run: bool
+    sections: list[BundleSection[R]] = field(default_factory=list)
+
+    @property
+    def reports(self) -> list[R]:
+        return [section.report for section in self.sections if section.report is not None]
+
+    @property
+    def failed(self) -> list[BundleSection[R]]:
+        return [section for section in self.sections if section.failed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every section's warnings, prefixed with its bundle path."""
+        return [
+            f"{lp.display_path(report.bundle_path)}: {warning}"
+            for report in self.reports
+            for warning in report.warnings
+        ]
+
+    def error_message(self) -> str:
+        """``<n> bundle(s) failed: <bundle>: <error>; ...`` (empty when none failed)."""
+        failed = self.failed
+        if not failed:
+            return ""
+        parts = "; ".join(f"{lp.display_path(section.bundle_path)}: {section.error}" for section in failed)
+        return f"{len(failed)} bundle(s) failed: {parts}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline_id": self.pipeline_id,
+            "destination_id": self.destination_id,
+            "backend": self.backend,
+            "root_path": self.root_path,
+            "all_bundles": True,
+            "dry_run": self.dry_run,
+            "bundle_count": len(self.sections),
+            "failed_count": len(self.failed),
+            "bundles": [section.to_dict() for section in self.sections],
+        }
+
+    def text_lines(self) -> list[str]:
+        lines = [line for section in self.sections for line in section.text_lines()]
+        lines.append(
+            f"Bundles: pipeline={self.pipeline_id} destination={self.destination_id} backend={self.backend} "
+            f"root={self.root_path} bundles={len(self.sections)} failed={len(self.failed)} "
+            f"dry_run={'true' if self.dry_run else 'false'}"
+        )
+        return lines

@@ -1,0 +1,99 @@
+"""Lock, recover, read: how repair and prune enter a bundle path (resolutions A1, A3).
+
+A write (not a dry run) first checks that the bundle path has a state file (a missing one fails
+before anything is created), then holds ``<bundle>/.distributor.lock`` for the rest of the
+operation and settles a journal a crashed writer left before state is read. A dry run takes no
+lock and changes nothing; when it sees a journal it says so in a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from distributor_core import paths as lp
+from distributor_core.execute.journal import Recovery, recover
+from distributor_core.execute.lock import DEFAULT_WAIT, DestinationLock
+from distributor_core.state import StateDocument, parse_state_document
+from distributor_core.storage.base import Entry, Storage
+from distributor_core.storage.errors import ErrorKind, StorageError
+
+
+@dataclass(frozen=True)
+class LoadedState:
+    """The parsed state, its exact bytes and the revision read before them (for ``if_revision``)."""
+
+    document: StateDocument
+    data: bytes
+    revision: str | None
+
+
+@dataclass
+class Guard:
+    """What entering a bundle path produced: the held lock (``None`` in dry runs), the recovery
+    that ran, and warnings for the report."""
+
+    storage: Storage
+    bundle_path: str
+    lock: DestinationLock | None = None
+    recovery: Recovery | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def ensure_held(self) -> None:
+        """Raise ``conflict`` if the lock was lost; call before every write."""
+        if self.lock is not None:
+            self.lock.ensure_held()
+
+
+def stat_state(storage: Storage, bundle_path: str) -> Entry:
+    """Stat ``<bundle>/.distributor.json``; a missing file is the storage error
+    ``read <backend> <path>: not_found: destination state does not exist``."""
+    path = lp.state_path(bundle_path)
+    try:
+        return storage.stat(path)
+    except StorageError as exc:
+        if exc.kind != ErrorKind.NOT_FOUND:
+            raise
+        raise storage.error("read", path, ErrorKind.NOT_FOUND, "destination state does not exist") from None
+
+
+def read_state(storage: Storage, bundle_path: str) -> LoadedState:
+    """Read and parse ``<bundle>/.distributor.json``: a missing or unreadable file raises the
+    storage error, an invalid one the parse error (``StateError``)."""
+    revision = stat_state(storage, bundle_path).revision
+    data = storage.read_bytes(lp.state_path(bundle_path))
+    return LoadedState(parse_state_document(data), data, revision)
+
+
+def _journal_warning(storage: Storage, bundle_path: str) -> list[str]:
+    journal = lp.journal_path(bundle_path)
+    try:
+        present = storage.exists(journal)
+    except StorageError:
+        return []
+    if not present:
+        return []
+    return [
+        f"an interrupted write left {journal}; the next run, prune or reconcile-state "
+        "that is not a dry run recovers it first"
+    ]
+
+
+@contextmanager
+def enter_bundle(
+    storage: Storage,
+    bundle_path: str,
+    *,
+    dry_run: bool,
+    holder: str,
+    lock_wait: float = DEFAULT_WAIT,
+) -> Iterator[Guard]:
+    """Dry run: no lock, no recovery. Otherwise hold the lock and recover first."""
+    if dry_run:
+        yield Guard(storage, bundle_path, warnings=_journal_warning(storage, bundle_path))
+        return
+    stat_state(storage, bundle_path)
+    with DestinationLock(storage, bundle_path, holder=holder, wait=lock_wait) as lock:
+        recovery = recover(storage, bundle_path, deep_sweep=lock.broke_stale)
+        yield Guard(storage, bundle_path, lock=lock, recovery=recovery)

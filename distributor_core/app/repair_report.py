@@ -1,0 +1,203 @@
+"""Reports of ``reconcile-state`` and ``prune`` (interfaces §2.6, §2.7; resolutions A1, B2, B4).
+
+``to_dict()`` gives the fields of the interface tables in their order, lists as ``[]`` (never
+null), ``all_owners``/``size``/``owner``/``failed_output`` omitted when false, zero or absent.
+Additions, all omitted when empty so a root report of an uneventful operation has exactly the
+documented fields: ``bundle_path`` right after ``root_path`` (when not the root, or always inside
+an ``all_bundles`` report), then at the end ``truncated`` (the unmanaged walk hit its bound),
+``recovery`` (a crashed writer's journal was settled first) and ``warnings``.
+
+Text lines follow Go's ``%s`` formatting (values unquoted), with ``bundle=<path>`` after
+``root=`` for a bundle path other than the root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributor_core import paths as lp
+from distributor_core.app.unmanaged import UnmanagedEntry
+from distributor_core.execute.journal import Recovery
+from distributor_core.state import OwnerScope, PruneCandidate
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def status_label(changed: bool, would_change: bool) -> str:
+    """``changed`` if changed, else ``would_change`` if it would, else ``unchanged``."""
+    if changed:
+        return "changed"
+    return "would_change" if would_change else "unchanged"
+
+
+@dataclass
+class _Header:
+    pipeline_id: str
+    destination_id: str
+    backend: str
+    root_path: str
+    bundle_path: str = ""
+
+    def _head(self, *, with_bundle_path: bool) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "pipeline_id": self.pipeline_id,
+            "destination_id": self.destination_id,
+            "backend": self.backend,
+            "root_path": self.root_path,
+        }
+        if self.bundle_path or with_bundle_path:
+            data["bundle_path"] = self.bundle_path
+        return data
+
+    def _where(self, *, with_bundle: bool) -> str:
+        text = (
+            f"pipeline={self.pipeline_id} destination={self.destination_id} "
+            f"backend={self.backend} root={self.root_path}"
+        )
+        if self.bundle_path or with_bundle:
+            text += f" bundle={lp.display_path(self.bundle_path)}"
+        return text
+
+
+@dataclass
+class _Extras:
+    recovery: Recovery | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def _tail(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self.recovery is not None:
+            data["recovery"] = self.recovery.to_dict()
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
+
+    def _extra_lines(self, header: _Header) -> list[str]:
+        lines = []
+        if self.recovery is not None:
+            lines.append(
+                f"Recovery: pipeline={header.pipeline_id} destination={header.destination_id} "
+                f"path={lp.display_path(self.recovery.bundle_path)} direction={self.recovery.direction}"
+            )
+        lines.extend(f"Warning: {warning}" for warning in self.warnings)
+        return lines
+
+
+@dataclass(frozen=True, slots=True)
+class MissingOutput:
+    """A recorded managed output that ``stat`` did not find; ``owner`` for shared-root only."""
+
+    path: str
+    owner: OwnerScope | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"path": self.path}
+        if self.owner is not None:
+            data["owner_scope"] = self.owner.to_dict()
+        data["storage_status"] = "missing"
+        return data
+
+
+@dataclass
+class ReconcileStateReport(_Extras, _Header):
+    """Result of ``reconcile_state`` for one bundle path (interfaces §2.6)."""
+
+    state_schema: int = 0
+    owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
+    all_owners: bool = False
+    checked_count: int = 0
+    missing_managed_outputs: list[MissingOutput] = field(default_factory=list)
+    unmanaged_entries: list[UnmanagedEntry] = field(default_factory=list)
+    changed: bool = False
+    would_change: bool = False
+    dry_run: bool = False
+    truncated: bool = False
+
+    @property
+    def status(self) -> str:
+        return status_label(self.changed, self.would_change)
+
+    @property
+    def failed_output(self) -> None:
+        return None
+
+    def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
+        scope: dict[str, Any] = self.owner_scope.to_dict()
+        if self.all_owners:
+            scope["all_owners"] = True
+        data = self._head(with_bundle_path=with_bundle_path)
+        data.update(
+            {
+                "state_schema": self.state_schema,
+                "owner_scope": scope,
+                "checked_count": self.checked_count,
+                "missing_managed_outputs": [item.to_dict() for item in self.missing_managed_outputs],
+                "unmanaged_entries": [item.to_dict() for item in self.unmanaged_entries],
+                "changed": self.changed,
+                "would_change": self.would_change,
+                "dry_run": self.dry_run,
+            }
+        )
+        if self.truncated:
+            data["truncated"] = True
+        return self._tail(data)
+
+    def text_line(self, *, with_bundle: bool = False) -> str:
+        line = (
+            f"Reconcile state: {self._where(with_bundle=with_bundle)} status={self.status} "
+            f"checked={self.checked_count} missing={len(self.missing_managed_outputs)} "
+            f"unmanaged={len(self.unmanaged_entries)} dry_run={_flag(self.dry_run)}"
+        )
+        return line + (" truncated=true" if self.truncated else "")
+
+    def text_lines(self, *, with_bundle: bool = False) -> list[str]:
+        return [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]
+
+
+@dataclass
+class PruneReport(_Extras, _Header):
+    """Result of ``prune`` for one bundle path (interfaces §2.7, resolutions B4, C3)."""
+
+    owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
+    enabled: bool = False
+    checked_count: int = 0
+    planned_outputs: list[PruneCandidate] = field(default_factory=list)
+    deleted_outputs: list[PruneCandidate] = field(default_factory=list)
+    preserved_outputs: list[PruneCandidate] = field(default_factory=list)
+    failed_output: PruneCandidate | None = None
+    state_changed: bool = False
+    would_change: bool = False
+    dry_run: bool = False
+
+    @property
+    def status(self) -> str:
+        return status_label(self.state_changed, self.would_change)
+
+    def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
+        data = self._head(with_bundle_path=with_bundle_path)
+        data.update(
+            {
+                "owner_scope": self.owner_scope.to_dict(),
+                "enabled": self.enabled,
+                "checked_count": self.checked_count,
+                "planned_outputs": [item.to_dict() for item in self.planned_outputs],
+                "deleted_outputs": [item.to_dict() for item in self.deleted_outputs],
+                "preserved_outputs": [item.to_dict() for item in self.preserved_outputs],
+            }
+        )
+        if self.failed_output is not None:
+            data["failed_output"] = self.failed_output.to_dict()
+        data.update({"state_changed": self.state_changed, "would_change": self.would_change, "dry_run": self.dry_run})
+        return self._tail(data)
+
+    def text_line(self, *, with_bundle: bool = False) -> str:
+        return (
+            f"Prune: {self._where(with_bundle=with_bundle)} status={self.status} checked={self.checked_count} "
+            f"planned={len(self.planned_outputs)} deleted={len(self.deleted_outputs)} "
+            f"preserved={len(self.preserved_outputs)} dry_run={_flag(self.dry_run)}"
+        )
+
+    def text_lines(self, *, with_bundle: bool = False) -> list[str]:
+        return [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]

@@ -1,0 +1,77 @@
+"""Flags, checks and rendering shared by ``reconcile-state`` and ``prune`` (interfaces §2.6–2.7,
+resolutions B2, C3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributor_core.app.bundle_set import BundleSetReport
+from distributor_core.app.selection import SelectionError, normalise_bundle_path
+from distributor_core.cli.errors import UsageError
+from distributor_core.cli.spec import Flag, Invocation
+
+SELECTOR_FLAGS = (
+    Flag("--config", "configuration file (required)", metavar="<path>"),
+    Flag("--pipeline", "pipeline id that selects the destination root (required)", metavar="<id>"),
+    Flag("--destination", "destination id that selects the destination root (required)", metavar="<id>"),
+)
+
+BUNDLE_FLAGS = (
+    Flag("--bundle", "destination-relative bundle path to work on (default: the root)", metavar="<path>"),
+    Flag("--all-bundles", "every bundle path under the root that holds a .distributor.json"),
+)
+
+BUNDLE_HELP = """\
+--bundle <path> works on <root>/<path>/.distributor.json instead of the root's state file
+("." is the root). --all-bundles finds every bundle path under the root that holds a
+.distributor.json and works on each one independently: one report section per bundle path,
+exit 1 when any of them failed."""
+
+
+def check_bundle_flags(inv: Invocation) -> str:
+    """After the required flags: ``--bundle`` xor ``--all-bundles``, and a valid ``--bundle``."""
+    args = inv.args
+    if args.all_bundles and args.bundle is not None:
+        raise UsageError(f"{inv.command} accepts either --bundle or --all-bundles")
+    try:
+        return normalise_bundle_path(args.bundle)
+    except SelectionError as exc:
+        raise UsageError(f"{inv.command}: {exc}") from None
+
+
+def _warnings(report: Any) -> list[str]:
+    return list(report.warnings)
+
+
+def _lines(report: Any) -> list[str]:
+    return report.text_lines()
+
+
+def emit(inv: Invocation, report: Any) -> int:
+    """Print a successful report (one bundle path or a :class:`BundleSetReport`)."""
+    warnings = _warnings(report)
+    if inv.out.json:
+        inv.out.emit_envelope(report.to_dict(), warnings=warnings or None)
+    else:
+        for line in _lines(report):
+            inv.out.line(line)
+    return 0
+
+
+def emit_failure(inv: Invocation, report: Any, error: str) -> int:
+    """A failure with a report (resolutions C3): the report on stdout (text: its lines, then
+    ``Failed: path=<p> error=<e>``; JSON: an ``ok: false`` envelope with ``error`` and the full
+    result), ``distributor: <error>`` on stderr, exit 1."""
+    warnings = _warnings(report)
+    if inv.out.json:
+        inv.out.emit_envelope(report.to_dict(), ok=False, error=error, warnings=warnings or None)
+    else:
+        lines = _lines(report)
+        if not isinstance(report, BundleSetReport):
+            failed = report.failed_output
+            path = f" path={failed.path}" if failed is not None else ""
+            lines.append(f"Failed:{path} error={error}")
+        for line in lines:
+            inv.out.line(line)
+    inv.out.diagnostic(error)
+    return 1
