@@ -203,7 +203,7 @@ def _append_known_host(path: str, line: str) -> None:
         pass
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     with os.fdopen(fd, "ab") as handle:
-        handle.write(line.encode("ascii"))
+        handle.write(line.encode("utf-8"))
 
 
 class _Pending:
@@ -500,7 +500,8 @@ class SFTPStorage(Storage):
             channel = self._open_channel(client, generation)
         except BaseException as exc:
             with self._cond:
-                self._open_channels -= 1
+                if generation == self._generation:  # a reconnect meanwhile reset the count
+                    self._open_channels -= 1
                 self._cond.notify_all()
             if isinstance(exc, (*_CONNECTION_ERRORS, OSError, SFTPError)):
                 raise self.error(op, path, ErrorKind.UNAVAILABLE, f"cannot open an SFTP session: {exc}") from None
