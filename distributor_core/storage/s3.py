@@ -13,8 +13,9 @@ a leading ``/``). Decisions:
   ancestor directories exist (so recursive and non-recursive listings and ``stat`` agree).
   A key and a "directory" of the same name can coexist in S3; this backend does not prevent it.
 * **Writes stream.** Payloads smaller than one part go out as a single ``PutObject``; larger ones
-  as a multipart upload whose parts are cut from the chunk stream and uploaded on a bounded pool,
-  so memory is ``(max_concurrency + 1) * part_size`` whatever the file size. Size and sha256 are
+  as a multipart upload whose parts are cut from the chunk stream and uploaded on a bounded pool.
+  Part buffers are recycled storage-wide, so part memory is at most
+  ``(max_concurrency + concurrent writes) * part_size`` whatever the file sizes. Size and sha256 are
   verified before the single ``PutObject`` is sent, or before ``CompleteMultipartUpload``; every
   failure aborts the multipart upload. Each request carries ``Content-MD5``.
 * **Conditional writes.** ``overwrite=False`` sends ``If-None-Match: *`` (412 → ``already_exists``);
@@ -57,6 +58,7 @@ from distributor_core.storage.s3_errors import map_error
 from distributor_core.storage.s3_upload import (
     MAX_PART_SIZE,
     MIN_PART_SIZE,
+    BufferPool,
     PartBuffer,
     PartPool,
     content_md5,
@@ -308,6 +310,8 @@ class S3Storage(Storage):
         self.max_parallel_writes = max_parallel_writes
         # parts in flight across every write of this storage (parallel writes share the bound)
         self._part_slots = threading.BoundedSemaphore(max_concurrency)
+        # recycled part buffers shared by all writes: at most parts in flight + one per write
+        self._buffers = BufferPool(part_size)
         self._owns_client = client is None
         if client is None:
             client = build_client(
@@ -472,8 +476,10 @@ class S3Storage(Storage):
         verifier = HashingVerifier(expected_size, expected_sha256)
         headers = {"ContentType": content_type or content_type_for(path)}
         part_size = part_size_for(expected_size, self.part_size)
-        parts = PartBuffer(part_size)
+        pool = self._buffers if part_size == self.part_size else BufferPool(part_size)
+        parts = PartBuffer(part_size, pool)
         upload: _MultipartUpload | None = None
+        pool.enter()
         try:
             for chunk in chunks:
                 if not chunk:
@@ -503,6 +509,8 @@ class S3Storage(Storage):
             if upload is not None:
                 upload.abort()
             raise
+        finally:
+            pool.exit()
         return Entry(path=path, type="file", size=verifier.size, revision=response.get("ETag"))
 
     def _write_conditions(self, op: str, path: str, *, overwrite: bool, if_revision: str | None) -> dict[str, str]:

@@ -35,47 +35,85 @@ def part_size_for(size: int | None, preferred: int) -> int:
     return min(MAX_PART_SIZE, -(-needed // MIB) * MIB)
 
 
+class BufferPool:
+    """Recycled part buffers of one size, shared by every write of a storage.
+
+    Fresh allocations per part would fragment the heap and let RSS creep up with the file size;
+    recycling keeps it flat. Buffers are only created when none is free, so the pool never holds
+    more than the most buffers ever in use at once: parts in flight (bounded storage-wide) plus
+    one filling buffer per concurrent write. The free list is dropped when the last write using
+    the pool finishes, so an idle storage holds no part memory.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+        self._users = 0
+        #: buffers created so far
+        self.allocated = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self._users += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users <= 0:
+                self._users = 0
+                self._free.clear()
+
+    def acquire(self) -> bytearray:
+        """A free full-size buffer, or a new empty one that grows as it fills."""
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            self.allocated += 1
+        return bytearray()
+
+    def release(self, buffer: bytearray) -> None:
+        if len(buffer) != self.size:
+            return
+        with self._lock:
+            if self._users > 0:
+                self._free.append(buffer)
+
+    @property
+    def free(self) -> int:
+        with self._lock:
+            return len(self._free)
+
+
 class PartBuffer:
     """Cuts a stream of chunks into parts of exactly ``part_size`` bytes.
 
-    Part buffers are recycled: a full part is handed out as a ``bytearray`` and comes back
-    through :meth:`release` once uploaded, so a write allocates at most as many buffers as parts
-    are in flight plus one, whatever the file size (fresh allocations per part would fragment
-    the heap and let RSS creep up with the file size). The first buffer grows with the data, so
-    a small payload never costs a whole part.
+    A full part is handed out as a ``bytearray`` from ``pool`` and goes back through
+    :meth:`release` once uploaded. A fresh buffer grows with the data, so a small payload never
+    costs a whole part.
     """
 
-    def __init__(self, part_size: int) -> None:
+    def __init__(self, part_size: int, pool: BufferPool | None = None) -> None:
+        if pool is not None and pool.size != part_size:
+            raise ValueError("buffer pool size differs from the part size")
         self.part_size = part_size
-        self._free: list[bytearray] = []
-        self._lock = threading.Lock()
+        self.pool = pool if pool is not None else BufferPool(part_size)
         self._current: bytearray | None = None
         self._filled = 0
-        #: buffers created so far (for tests: bounded by parts in flight + 1)
-        self.allocated = 0
 
     def __len__(self) -> int:
         return self._filled
 
-    def _acquire(self) -> bytearray:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        self.allocated += 1
-        return bytearray()
-
     def release(self, buffer: bytearray) -> None:
         """Give a full part's buffer back once its upload finished."""
-        if len(buffer) == self.part_size:
-            with self._lock:
-                self._free.append(buffer)
+        self.pool.release(buffer)
 
     def feed(self, chunk: bytes) -> Iterator[bytearray]:
         """Add ``chunk`` and yield every part that became full (release each when done)."""
         view = memoryview(chunk).cast("B")
         while view:
             if self._current is None:
-                self._current = self._acquire()
+                self._current = self.pool.acquire()
                 self._filled = 0
             buffer = self._current
             size = min(len(view), self.part_size - self._filled)

@@ -243,6 +243,9 @@ def test_parallel_writes_share_one_bound_of_parts_in_flight(moto_server: MotoSer
         for name, data in payloads.items():
             assert digest(storage.read_bytes(name)) == digest(data)
     assert 1 <= peak <= 2
+    # recycled buffers are shared: never more than parts in flight + one filling per write
+    assert storage._buffers.allocated <= 2 + 3
+    assert storage._buffers.free == 0  # dropped once the writes finished
     assert pending_uploads(moto_server, storage.bucket) == []
 
 

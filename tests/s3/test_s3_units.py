@@ -18,7 +18,7 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3 import S3Storage, resolve_credentials
 from distributor_core.storage.s3_content import content_type_for
 from distributor_core.storage.s3_errors import map_error, redact
-from distributor_core.storage.s3_upload import MAX_PARTS, MIB, PartBuffer, copy_ranges, part_size_for
+from distributor_core.storage.s3_upload import MAX_PARTS, MIB, BufferPool, PartBuffer, copy_ranges, part_size_for
 
 
 class DictEnv:
@@ -147,7 +147,9 @@ def test_endpoint_error_with_userinfo_is_redacted() -> None:
 
 
 def test_part_buffer_cuts_exact_parts_from_odd_chunks() -> None:
-    buffer = PartBuffer(10)
+    pool = BufferPool(10)
+    pool.enter()
+    buffer = PartBuffer(10, pool)
     data = bytes(range(256)) * 2
     parts: list[bytes] = []
     for start in range(0, len(data), 7):
@@ -159,18 +161,31 @@ def test_part_buffer_cuts_exact_parts_from_odd_chunks() -> None:
     assert b"".join(parts) + bytes(rest) == data
     assert len(rest) == len(data) % 10
     # released buffers are reused: only the first part needed a new one
-    assert buffer.allocated == 1
+    assert pool.allocated == 1
 
 
-def test_part_buffer_allocates_one_buffer_per_unreleased_part() -> None:
-    buffer = PartBuffer(4)
-    held = list(buffer.feed(b"abcdefghijkl"))
+def test_buffer_pool_allocates_only_when_none_is_free_and_empties_when_idle() -> None:
+    pool = BufferPool(4)
+    pool.enter()
+    first = PartBuffer(4, pool)
+    held = list(first.feed(b"abcdefghijkl"))
     assert [bytes(p) for p in held] == [b"abcd", b"efgh", b"ijkl"]
-    assert buffer.allocated == 3
+    assert pool.allocated == 3
     for part in held:
-        buffer.release(part)
-    assert [bytes(p) for p in buffer.feed(b"mnopqrst")] == [b"mnop", b"qrst"]
-    assert buffer.allocated == 3
+        first.release(part)
+    # a second write on the same storage reuses the first write's buffers
+    pool.enter()
+    second = PartBuffer(4, pool)
+    assert [bytes(p) for p in second.feed(b"mnopqrst")] == [b"mnop", b"qrst"]
+    assert pool.allocated == 3
+    pool.exit()
+    assert pool.free == 1
+    pool.exit()
+    assert pool.free == 0  # the last write leaving drops the recycled buffers
+    first.release(bytearray(4))
+    assert pool.free == 0  # nothing is kept while no write uses the pool
+    with pytest.raises(ValueError):
+        PartBuffer(8, pool)
 
 
 def test_part_buffer_small_payload_stays_small() -> None:
