@@ -46,16 +46,28 @@ class Guard:
             self.lock.ensure_held()
 
 
+def _shown(storage: Storage, path: str) -> str:
+    root = storage.root_display.rstrip("/") or "."
+    return path if root == "." else f"{root}/{path}"
+
+
 def stat_state(storage: Storage, bundle_path: str) -> Entry:
-    """Stat ``<bundle>/.distributor.json``; a missing file is the storage error
-    ``read <backend> <path>: not_found: destination state does not exist``."""
+    """Stat ``<bundle>/.distributor.json``; a missing file is a ``not_found`` storage error
+    ``destination state <root>/<bundle>/.distributor.json does not exist`` (at the root, with a
+    hint about selecting bundle paths below it)."""
     path = lp.state_path(bundle_path)
     try:
         return storage.stat(path)
     except StorageError as exc:
         if exc.kind != ErrorKind.NOT_FOUND:
             raise
-        raise storage.error("read", path, ErrorKind.NOT_FOUND, "destination state does not exist") from None
+        message = f"destination state {_shown(storage, path)} does not exist"
+        if bundle_path == "":
+            message += (
+                "; for state in bundle paths below the root select one with bundle_path (--bundle <path>)"
+                " or all of them with all_bundles (--all-bundles)"
+            )
+        raise StorageError("read", storage.backend, path, ErrorKind.NOT_FOUND, message=message) from None
 
 
 def read_state(storage: Storage, bundle_path: str) -> LoadedState:

@@ -132,7 +132,7 @@ def prune(
     pipeline_id: str,
     destination_id: str,
     dry_run: bool,
-    bundle_path: str = "",
+    bundle_path: str | None = "",
     all_bundles: bool = False,
     now: datetime | None = None,
     environment: Environment | None = None,

@@ -130,7 +130,7 @@ def reconcile_state(
     destination_id: str,
     all_owners: bool = False,
     dry_run: bool = False,
-    bundle_path: str = "",
+    bundle_path: str | None = "",
     all_bundles: bool = False,
     now: datetime | None = None,
     environment: Environment | None = None,

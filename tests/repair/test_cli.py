@@ -270,4 +270,5 @@ def test_reconcile_bundle_flag_selects_a_bundle_path(cli: Runner, dest: Dest, tm
     assert as_json.json()["result"]["bundle_path"] == "daily/one"
     root = cli("reconcile-state", "--config", str(config), *SELECT, "--bundle", ".", "--dry-run")
     assert root.code == 1 and root.stdout == ""
-    assert "not_found" in root.stderr
+    assert root.stderr.startswith(f"distributor: destination state {dest.root}/.distributor.json does not exist; ")
+    assert "--all-bundles" in root.stderr

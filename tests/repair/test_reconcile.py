@@ -135,7 +135,7 @@ def test_missing_state_is_the_storage_error(tmp_path: Path, dest: Dest) -> None:
         with pytest.raises(StorageError) as info:
             _run(tmp_path, dest, dry_run=dry_run)
         assert info.value.kind == ErrorKind.NOT_FOUND
-        assert ".distributor.json" in str(info.value)
+        assert str(info.value).startswith(f"destination state {dest.root}/.distributor.json does not exist; ")
     assert dest.files() == []
 
 
