@@ -1,0 +1,343 @@
+"""Safe extraction of an uploaded tar or gzip-compressed tar into a fresh directory
+(interfaces §3.6, resolutions D1).
+
+Safe by construction, not by filtering a general-purpose extractor: members are read one by one
+from a streaming :mod:`tarfile` reader and only regular files and directories are ever created,
+each with ``O_EXCL``/``O_NOFOLLOW`` or ``mkdir`` relative to a directory descriptor this module
+created itself, at a name that passed the bundle path rules. Links, devices, FIFOs, sparse files
+and every other type are refused; so are absolute names, ``..``, backslashes, duplicates, names
+that collide with a file or directory already extracted, more than ``max_entries`` entries and
+more than ``max_bytes`` of file content (and of decompressed tar stream beyond a small header
+allowance, which bounds gzip and PAX bombs). ``extractall`` and tarfile filters are never used.
+
+After extraction the archive must hold exactly one root-level ``manifest.json`` and exactly the
+files it lists, and :func:`~distributor_core.bundle.validate_bundle` must pass.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import tarfile
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from distributor_core import paths as lp
+from distributor_core.bundle import MANIFEST_NAME, BundleError, Manifest, load_manifest, validate_bundle
+from distributor_core.jsonfmt import go_json_string
+
+MAX_ENTRIES = 10_000
+#: decompressed tar bytes allowed per entry on top of file content (header, PAX data, padding)
+HEADER_ALLOWANCE = 4096
+CHUNK = 1024 * 1024
+
+_REGULAR = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE})
+_REFUSED_TYPES = {
+    tarfile.SYMTYPE: "symbolic link",
+    tarfile.LNKTYPE: "hard link",
+    tarfile.CHRTYPE: "character device",
+    tarfile.BLKTYPE: "block device",
+    tarfile.FIFOTYPE: "fifo",
+    tarfile.GNUTYPE_SPARSE: "sparse file",
+}
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class StagingError(Exception):
+    """An upload was refused while staging; ``str()`` is the HTTP error message."""
+
+    status_code = 400
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class ArchiveError(StagingError):
+    """Malformed archive, unsafe/extra/missing entries, too many entries (400)."""
+
+    def __str__(self) -> str:
+        return f"invalid upload archive: {self.detail}"
+
+
+class InvalidBundleError(StagingError):
+    """The extracted bundle is not a valid source bundle (400)."""
+
+    def __str__(self) -> str:
+        return f"invalid source bundle: {self.detail}"
+
+
+class TooLargeError(StagingError):
+    """The body, the decompressed stream or the extracted content is over the limit (413)."""
+
+    status_code = 413
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+
+    def __str__(self) -> str:
+        return "upload exceeds maximum size"
+
+
+class _CappedReader:
+    """A read-only stream that raises :class:`TooLargeError` past ``cap`` bytes."""
+
+    def __init__(self, inner: BinaryIO, cap: int) -> None:
+        self._inner = inner
+        self._left = cap
+
+    def read(self, size: int = -1) -> bytes:
+        want = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
+        data = self._inner.read(want)
+        self._left -= len(data)
+        if self._left < 0:
+            raise TooLargeError("decompressed archive")
+        return data
+
+
+def _entry(name: str) -> str:
+    return f"entry {go_json_string(name)}"
+
+
+def _kind_problem(member: tarfile.TarInfo) -> str | None:
+    if member.sparse is not None:
+        return "sparse file"
+    if member.type in _REGULAR or member.type == tarfile.DIRTYPE:
+        return None
+    return _REFUSED_TYPES.get(member.type, "unsupported entry type")
+
+
+def _normalise(member: tarfile.TarInfo) -> str | None:
+    """The bundle-relative name of a member, or ``None`` for an ignorable ``.``/``./`` entry."""
+    name = member.name
+    if member.type == tarfile.DIRTYPE:
+        if name in (".", "./", ""):
+            return None
+        if name.endswith("/"):
+            name = name[:-1]
+    if name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def _name_problem(name: str, *, is_file: bool) -> str | None:
+    problem = lp.check_path(name)
+    if problem:
+        return problem
+    if is_file and name == MANIFEST_NAME:
+        return None
+    return lp.check_bundle_path(name)
+
+
+class _Extractor:
+    """Creates directories and files below ``root`` through descriptors, never following links."""
+
+    def __init__(self, root: Path, *, durable: bool) -> None:
+        self.root = root
+        self.durable = durable
+        self.dirs: set[str] = set()
+        self.files: dict[str, int] = {}
+        self.explicit: set[str] = set()
+        os.mkdir(root, 0o700)
+        self.root_fd = os.open(root, _DIR_FLAGS)
+
+    def close(self) -> None:
+        os.close(self.root_fd)
+
+    def _open_dir(self, rel_dir: str, *, create: bool) -> int:
+        """A descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
+        fd = os.dup(self.root_fd)
+        if rel_dir == "":
+            return fd
+        walked: list[str] = []
+        try:
+            for segment in rel_dir.split("/"):
+                walked.append(segment)
+                current = "/".join(walked)
+                if current in self.files:
+                    raise ArchiveError(f"{_entry(rel_dir)} conflicts with file {go_json_string(current)}")
+                if current not in self.dirs:
+                    if not create:
+                        raise ArchiveError(f"{_entry(rel_dir)} has no parent directory")
+                    os.mkdir(segment, 0o700, dir_fd=fd)
+                    self.dirs.add(current)
+                child = os.open(segment, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def add_dir(self, name: str) -> None:
+        if name in self.files:
+            raise ArchiveError(f"{_entry(name)} conflicts with a file")
+        os.close(self._open_dir(name, create=True))
+
+    def add_file(self, name: str, size: int, source: BinaryIO | None) -> None:
+        if name in self.dirs:
+            raise ArchiveError(f"{_entry(name)} conflicts with a directory")
+        parent, _, base = name.rpartition("/")
+        dir_fd = self._open_dir(parent, create=True)
+        try:
+            fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        self.files[name] = size
+        try:
+            written = 0
+            while source is not None and written < size:
+                chunk = _read_member(source, min(CHUNK, size - written))
+                if not chunk:
+                    raise ArchiveError(f"{_entry(name)} is truncated")
+                view = memoryview(chunk)
+                while view:
+                    count = os.write(fd, view)
+                    view = view[count:]
+                written += len(chunk)
+            if written != size:
+                raise ArchiveError(f"{_entry(name)} is truncated")
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def sync_dirs(self) -> None:
+        for rel in sorted(self.dirs, key=lambda d: -d.count("/")):
+            fd = os.open(self.root / rel, _DIR_FLAGS)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.fsync(self.root_fd)
+
+
+def _read_member(source: BinaryIO, size: int) -> bytes:
+    try:
+        return source.read(size)
+    except TooLargeError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise ArchiveError(_describe(exc)) from None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, gzip.BadGzipFile):
+        return "not a gzip stream"
+    if isinstance(exc, EOFError):
+        return "archive is truncated"
+    if isinstance(exc, zlib.error):
+        return "corrupt gzip stream"
+    if isinstance(exc, UnicodeError):
+        return "entry name is not valid UTF-8"
+    if isinstance(exc, tarfile.ReadError):
+        text = str(exc)
+        if text in ("empty file", "unexpected end of data"):
+            return "archive is truncated" if text != "empty file" else "archive is empty"
+        return "not a valid tar archive"
+    return "not a valid tar archive"
+
+
+def extract_bundle(
+    archive: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    compressed: bool,
+    max_bytes: int,
+    max_entries: int = MAX_ENTRIES,
+    durable: bool = True,
+) -> Manifest:
+    """Extract ``archive`` into the new directory ``dest`` and validate it as one source bundle.
+
+    Raises :class:`ArchiveError`, :class:`InvalidBundleError` or :class:`TooLargeError`; the
+    caller removes ``dest`` on failure. ``dest`` must not exist.
+    """
+    dest_path = Path(dest)
+    extractor = _Extractor(dest_path, durable=durable)
+    try:
+        with open(archive, "rb") as raw:
+            stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
+            cap = max_bytes + HEADER_ALLOWANCE * (max_entries + 2)
+            _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, max_entries=max_entries)
+        if durable:
+            extractor.sync_dirs()
+    finally:
+        extractor.close()
+    return _check_bundle(dest_path, extractor)
+
+
+def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, max_entries: int) -> None:
+    try:
+        tar = tarfile.open(  # noqa: SIM115 - closed by the ``with tar`` below
+            fileobj=stream, mode="r|", encoding="utf-8", errors="strict"  # type: ignore[call-overload]
+        )
+    except TooLargeError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
+        raise ArchiveError(_describe(exc)) from None
+    entries = 0
+    total = 0
+    with tar:
+        while True:
+            try:
+                member = tar.next()
+            except TooLargeError:
+                raise
+            except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError, ValueError) as exc:
+                raise ArchiveError(_describe(exc)) from None
+            if member is None:
+                return
+            entries += 1
+            if entries > max_entries:
+                raise ArchiveError(f"too many entries (more than {max_entries})")
+            name = _normalise(member)
+            if name is None:
+                continue
+            kind = _kind_problem(member)
+            if kind is not None:
+                raise ArchiveError(f"{_entry(name)} is a {kind}; only regular files and directories are allowed")
+            is_file = member.type != tarfile.DIRTYPE
+            problem = _name_problem(name, is_file=is_file)
+            if problem:
+                raise ArchiveError(f"{_entry(name)}: {problem}")
+            if name in extractor.explicit:
+                raise ArchiveError(f"duplicate {_entry(name)}")
+            extractor.explicit.add(name)
+            try:
+                if not is_file:
+                    extractor.add_dir(name)
+                    continue
+                total += member.size
+                if member.size < 0 or total > max_bytes:
+                    raise TooLargeError("extracted content")
+                source = tar.extractfile(member) if member.size else None
+                extractor.add_file(name, member.size, source)  # type: ignore[arg-type]
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    raise ArchiveError(f"{_entry(name)} name is too long") from None
+                raise
+
+
+def _check_bundle(root: Path, extractor: _Extractor) -> Manifest:
+    if MANIFEST_NAME not in extractor.files:
+        raise ArchiveError(f"archive has no root-level {MANIFEST_NAME}")
+    try:
+        manifest = load_manifest(root)
+    except BundleError as exc:
+        raise InvalidBundleError(str(exc)) from None
+    listed = [record.path for record in manifest.files]
+    listed_set = set(listed)
+    unlisted = sorted(name for name in extractor.files if name != MANIFEST_NAME and name not in listed_set)
+    if unlisted:
+        raise ArchiveError(f"file {go_json_string(unlisted[0])} is not listed in {MANIFEST_NAME}")
+    for path in listed:
+        if path not in extractor.files:
+            raise ArchiveError(f"listed file {go_json_string(path)} is missing")
+    try:
+        validate_bundle(root, manifest)
+    except BundleError as exc:
+        raise InvalidBundleError(str(exc)) from None
+    return manifest

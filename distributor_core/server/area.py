@@ -1,0 +1,264 @@
+"""The server's side of the staging area: directory checks, the one-process lock, startup sweep,
+admission commits and expiry (resolutions D1, D4).
+
+:mod:`distributor_core.server.staging` reads and writes single records; this module owns what only
+the ``serve`` process does to a staging path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat as st
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distributor_core.server import staging as sg
+from distributor_core.server.errors import ServerSetupError
+
+
+class StagingSetupError(ServerSetupError):
+    """A staging directory cannot be used; the message names it."""
+
+
+def key_sha256(key: str) -> str:
+    return hashlib.sha256(key.encode("ascii")).hexdigest()
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create ``path`` (and missing ancestors) with mode 0700, or check an existing one: it must
+    be a directory owned by this user and not writable by group or others."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and not current.is_symlink():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise StagingSetupError(f"staging directory {directory} cannot be created: {exc.strerror}") from None
+        with contextlib.suppress(OSError):
+            if os.stat(directory).st_uid == os.geteuid():
+                os.chmod(directory, 0o700)
+    check_private_dir(path)
+
+
+def check_private_dir(path: Path) -> None:
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise StagingSetupError(f"staging directory {path} cannot be used: {exc.strerror}") from None
+    if not st.S_ISDIR(info.st_mode):
+        raise StagingSetupError(f"staging directory {path} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise StagingSetupError(f"staging directory {path} is owned by another user (uid {info.st_uid})")
+    if info.st_mode & 0o022:
+        raise StagingSetupError(
+            f"staging directory {path} is writable by group or others (mode {st.S_IMODE(info.st_mode):04o})"
+        )
+
+
+@dataclass
+class SweepReport:
+    incoming_removed: int = 0
+    temp_files_removed: int = 0
+    stale_index_entries: int = 0
+    unreadable_records: list[tuple[str, str]] = field(default_factory=list)
+
+
+class PipelineStaging:
+    """One pipeline's staging path, held by this process."""
+
+    def __init__(self, pipeline_id: str, path: Path, *, durable: bool = True) -> None:
+        self.pipeline_id = pipeline_id
+        self.path = path
+        self.durable = durable
+        self.incoming = path / sg.INCOMING_DIR
+        self.index_root = path / sg.IDEMPOTENCY_DIR
+        self._lock_fd: int | None = None
+        self.last_seq = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        ensure_private_dir(self.path)
+        self._acquire_lock()
+        try:
+            for directory in (self.incoming, self.index_root):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(directory, 0o700)
+                check_private_dir(directory)
+        except BaseException:
+            self.close()
+            raise
+
+    def _acquire_lock(self) -> None:
+        lock_path = self.path / sg.LOCK_NAME
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StagingSetupError(
+                    f"staging directory {self.path} is in use by another distributor serve process"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def sweep(self) -> tuple[list[sg.UploadRecord], dict[tuple[str, str], str], SweepReport]:
+        """Startup: empty ``.incoming``, drop temp files of interrupted record writes, read every
+        record and the idempotency index (dropping entries whose record is gone)."""
+        report = SweepReport()
+        for entry in os.scandir(self.incoming):
+            _remove_entry(Path(entry.path))
+            report.incoming_removed += 1
+        records: list[sg.UploadRecord] = []
+        for run_id in sg.iter_run_ids(self.path):
+            directory = self.path / run_id
+            for entry in os.scandir(directory):
+                if entry.name.startswith(sg.TEMP_PREFIX):
+                    _remove_entry(Path(entry.path))
+                    report.temp_files_removed += 1
+            try:
+                record = sg.read_record(self.path, run_id)
+            except (OSError, sg.RecordError) as exc:
+                report.unreadable_records.append((run_id, str(exc)))
+                continue
+            if record.pipeline_id != self.pipeline_id:
+                report.unreadable_records.append((run_id, f"record belongs to pipeline {record.pipeline_id}"))
+                continue
+            records.append(record)
+        records.sort(key=lambda r: (r.seq, r.run_id))
+        by_id = {r.run_id: r for r in records}
+        index: dict[tuple[str, str], str] = {}
+        for token_dir in _scandirs(self.index_root):
+            for entry in os.scandir(token_dir.path):
+                run_id = _read_small(Path(entry.path))
+                record = by_id.get(run_id or "")
+                if entry.name.startswith(sg.TEMP_PREFIX) or record is None or record.token_id != token_dir.name \
+                        or record.idempotency_key is None or key_sha256(record.idempotency_key) != entry.name:
+                    _remove_entry(Path(entry.path))
+                    report.stale_index_entries += 1
+                    continue
+                index[(token_dir.name, entry.name)] = record.run_id
+        for record in records:  # an index entry lost by hand is rebuilt from its record
+            if record.idempotency_key is not None:
+                scope = (record.token_id, key_sha256(record.idempotency_key))
+                if scope not in index:
+                    self.write_index(record.token_id, scope[1], record.run_id)
+                    index[scope] = record.run_id
+        self.last_seq = max([self._read_seq(), *(r.seq for r in records)])
+        return records, index, report
+
+    def _read_seq(self) -> int:
+        text = _read_small(self.path / sg.SEQ_NAME)
+        try:
+            return max(0, int(text or "0"))
+        except ValueError:
+            return 0
+
+    # ------------------------------------------------------------------ admission
+
+    def new_incoming(self) -> Path:
+        directory = self.incoming / secrets.token_hex(16)
+        os.mkdir(directory, 0o700)
+        return directory
+
+    def next_seq(self) -> int:
+        self.last_seq += 1
+        sg.atomic_write(self.path / sg.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=".seq.tmp-",
+                        durable=self.durable)
+        return self.last_seq
+
+    def write_index(self, token_id: str, key_hash: str, run_id: str) -> None:
+        directory = self.index_root / token_id
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+        sg.atomic_write(directory / key_hash, f"{run_id}\n".encode(), durable=self.durable)
+
+    def remove_index(self, token_id: str, key_hash: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.index_root / token_id / key_hash)
+
+    def promote(self, incoming: Path, record: sg.UploadRecord) -> None:
+        """Write the record next to the extracted bundle, then make it visible under its run id.
+
+        The idempotency entry is written before the rename: a crash in between leaves an entry
+        whose record does not exist, which the next startup drops; never an accepted upload
+        that a retry could duplicate.
+        """
+        sg.atomic_write(incoming / sg.RECORD_NAME, _record_bytes(record), durable=self.durable)
+        if record.idempotency_key is not None:
+            self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id)
+        target = self.path / record.run_id
+        try:
+            os.rename(incoming, target)
+        except BaseException:
+            if record.idempotency_key is not None:
+                self.remove_index(record.token_id, key_sha256(record.idempotency_key))
+            raise
+        if self.durable:
+            sg.fsync_dir(self.path)
+
+    def discard(self, run_id: str, token_id: str, key: str | None) -> None:
+        """Expire a record: drop its idempotency entry, move its directory out of sight, delete it."""
+        if key is not None:
+            self.remove_index(token_id, key_sha256(key))
+        trash = self.incoming / f"expired-{secrets.token_hex(8)}"
+        try:
+            os.rename(self.path / run_id, trash)
+        except FileNotFoundError:
+            return
+        sg.remove_tree(trash)
+
+
+def _record_bytes(record: sg.UploadRecord) -> bytes:
+    from distributor_core.jsonfmt import dumps_indented_bytes
+
+    return dumps_indented_bytes(record.to_dict())
+
+
+def _scandirs(path: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+
+
+def _read_small(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
+
+
+def _remove_entry(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        sg.remove_tree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

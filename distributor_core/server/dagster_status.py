@@ -1,0 +1,84 @@
+"""Dagster run overlay for ``GET /runs/<id>`` with ``--publisher dagster`` (resolutions D1).
+
+The server finds the publish run by tag ``distributor/upload_run_id`` and maps its status:
+queued/not started/starting/managed → ``queued``; started/canceling/suspended → ``running``;
+success → ``succeeded``; failure/canceled → ``failed`` with the first step error. Dagster is
+imported lazily, so ``distributor_core`` has no Dagster import at module level.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+UPLOAD_RUN_ID_TAG = "distributor/upload_run_id"
+
+_STATUS_MAP = {
+    "QUEUED": "queued",
+    "NOT_STARTED": "queued",
+    "STARTING": "queued",
+    "MANAGED": "queued",
+    "STARTED": "running",
+    "CANCELING": "running",
+    "SUSPENDED": "running",
+    "SUCCESS": "succeeded",
+    "FAILURE": "failed",
+    "CANCELED": "failed",
+}
+
+
+def map_dagster_status(name: str) -> str | None:
+    """The upload status for a ``DagsterRunStatus`` name, or ``None`` when unknown."""
+    return _STATUS_MAP.get(name)
+
+
+class DagsterRunLookup:
+    """``lookup(run_id) -> (status, dagster_run_id, error) | None`` against a Dagster instance.
+
+    ``instance`` defaults to ``DagsterInstance.get()`` (``DAGSTER_HOME``), opened on first use.
+    """
+
+    def __init__(self, instance: Any = None) -> None:
+        self._instance = instance
+        self._lock = threading.Lock()
+
+    def _get_instance(self) -> Any:
+        with self._lock:
+            if self._instance is None:
+                from dagster import DagsterInstance
+
+                self._instance = DagsterInstance.get()
+            return self._instance
+
+    def __call__(self, run_id: str) -> tuple[str, str | None, str] | None:
+        from dagster import RunsFilter
+
+        instance = self._get_instance()
+        runs = instance.get_runs(filters=RunsFilter(tags={UPLOAD_RUN_ID_TAG: run_id}), limit=1)
+        if not runs:
+            return None
+        run = runs[0]
+        status = map_dagster_status(run.status.value)
+        if status is None:
+            return None
+        error = ""
+        if run.status.value == "CANCELED":
+            error = "dagster run was canceled"
+        elif status == "failed":
+            error = _failure_message(instance, run.run_id)
+        return status, run.run_id, error
+
+
+def _failure_message(instance: Any, dagster_run_id: str) -> str:
+    from dagster import DagsterEventType
+
+    for event_type in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
+        for entry in instance.all_logs(dagster_run_id, of_type=event_type):
+            event = entry.dagster_event
+            data = getattr(event, "event_specific_data", None) if event is not None else None
+            error = getattr(data, "error", None)
+            message = getattr(error, "message", None) or (event.message if event is not None else None)
+            if message:
+                step = f"step {event.step_key}: " if event is not None and event.step_key else ""
+                return f"{step}{message.strip().splitlines()[0]}"
+    return "dagster run failed"

@@ -1,0 +1,66 @@
+"""Upload API errors and their HTTP mapping (interfaces §3.3–3.6, resolutions D3).
+
+Every error body is ``{"error": "<message>"}``; ``"retryable": true`` is added only for the
+in-flight idempotency conflict and a full queue. Messages never contain a token, a host path or
+a run id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServerSetupError(Exception):
+    """``serve`` cannot start; the message is printed as ``distributor: <message>`` (exit 1)."""
+
+
+class UploadRejected(Exception):
+    """Refuse a request with ``status_code`` and a fixed, safe ``message``."""
+
+    def __init__(self, status_code: int, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.retryable = retryable
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, retryable=self.retryable)
+
+
+def error_body(message: str, *, retryable: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": message}
+    if retryable:
+        body["retryable"] = True
+    return body
+
+
+NOT_FOUND = "not found"
+PIPELINE_QUERY = "pipeline id is not accepted"
+INVALID_PIPELINE_ID = "invalid pipeline id"
+UNAUTHORIZED = "unauthorized"
+UPLOAD_PIPELINE_NOT_FOUND = "upload pipeline not found"
+FORBIDDEN = "forbidden"
+UNSUPPORTED_CONTENT_TYPE = "unsupported content type"
+INVALID_IDEMPOTENCY_KEY = "invalid idempotency key"
+TOO_LARGE = "upload exceeds maximum size"
+KEY_IN_FLIGHT = "upload idempotency key is already being processed"
+KEY_CONFLICT = "upload idempotency key was already used for a different source manifest"
+QUEUE_FULL = "upload queue is full"
+RUN_NOT_FOUND = "run not found"
+INTERNAL = "internal error"
+
+
+def too_large() -> UploadRejected:
+    return UploadRejected(413, TOO_LARGE)
+
+
+def key_in_flight() -> UploadRejected:
+    return UploadRejected(409, KEY_IN_FLIGHT, retryable=True)
+
+
+def key_conflict() -> UploadRejected:
+    return UploadRejected(409, KEY_CONFLICT)
+
+
+def queue_full() -> UploadRejected:
+    return UploadRejected(503, QUEUE_FULL, retryable=True)

@@ -1,0 +1,165 @@
+"""The inline publisher: the server publishes accepted uploads itself (dagster.md §3).
+
+``max_concurrency`` worker threads take jobs from per-pipeline queues: a pipeline runs one
+upload at a time, in ``seq`` (admission) order, and a pipeline that is busy never blocks the
+others. Statuses move accepted → queued (placed in the queue) → running → succeeded | failed,
+each written to ``upload.json`` before anything else sees it. A run succeeds iff its report is
+ok; a succeeded upload's bundle files are removed, a failed one keeps them until it expires.
+
+Shutdown: :meth:`stop` stops starting jobs (safe to call from a signal handler: it only sets a
+flag); :meth:`drain` waits for running jobs up to a deadline. Jobs left queued or running stay
+so on disk and are re-queued by the next start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from distributor_core.app.run import RunOptions, publish_source_bundle
+from distributor_core.execute.publish import default_holder
+from distributor_core.server import staging as sg
+from distributor_core.server.service import UploadService
+from distributor_core.storage.local import LocalStorage
+
+log = logging.getLogger("distributor.server")
+
+#: ``publish(service, record) -> report`` — the default runs the pipeline's destinations
+PublishFunction = Callable[[UploadService, sg.UploadRecord], object]
+
+
+def publish_staged_upload(service: UploadService, record: sg.UploadRecord) -> object:
+    """Publish a staged upload through its pipeline's destinations (source bundle path ``""``)."""
+    bundle = sg.bundle_dir(service.staging_path(record.pipeline_id), record.run_id)
+    source = LocalStorage(bundle, display="upload")
+    try:
+        return publish_source_bundle(
+            service.config,
+            record.pipeline_id,
+            source,
+            "",
+            RunOptions(holder=default_holder("serve"), clock=service.clock),
+            env=service.env,
+        )
+    finally:
+        source.close()
+
+
+@dataclass(frozen=True)
+class _Job:
+    ticket: int
+    run_id: str
+    pipeline_id: str
+    seq: int
+
+
+class InlinePublisher:
+    def __init__(
+        self,
+        service: UploadService,
+        *,
+        max_concurrency: int | None = None,
+        publish: PublishFunction = publish_staged_upload,
+    ) -> None:
+        self.service = service
+        self.max_concurrency = max_concurrency or service.http.max_concurrency
+        self.publish = publish
+        self.stopping = False
+        self._cond = threading.Condition()
+        self._queues: dict[str, deque[_Job]] = {}
+        self._running: set[str] = set()
+        self._tickets = itertools.count()
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, requeue: list[sg.UploadRecord]) -> None:
+        """Queue the unfinished records of a previous process (already in admission order), then
+        start the workers. New uploads arrive through ``service.on_accepted``."""
+        for record in requeue:
+            self.enqueue(record)
+        self.service.on_accepted = self.enqueue
+        for index in range(self.max_concurrency):
+            thread = threading.Thread(target=self._work, name=f"distributor-publisher-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop starting new publications (signal-handler safe: sets a flag only)."""
+        self.stopping = True
+
+    def drain(self, deadline: float) -> bool:
+        """Stop and wait until running publications finish or ``deadline`` (monotonic) passes.
+        Returns True when every worker ended."""
+        self.stopping = True
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
+
+    # ------------------------------------------------------------------ queue
+
+    def enqueue(self, record: sg.UploadRecord) -> None:
+        """Place an upload in its pipeline's queue and record it as ``queued``."""
+        if record.status != sg.QUEUED:
+            record = sg.mark_queued(self.service.staging_path(record.pipeline_id), record.run_id)
+            self.service.update(record)
+        with self._cond:
+            job = _Job(next(self._tickets), record.run_id, record.pipeline_id, record.seq)
+            self._queues.setdefault(record.pipeline_id, deque()).append(job)
+            self._cond.notify()
+
+    def queued(self) -> int:
+        with self._cond:
+            return sum(len(q) for q in self._queues.values())
+
+    def _next_job(self) -> _Job | None:
+        heads = [q[0] for p, q in self._queues.items() if q and p not in self._running]
+        if not heads:
+            return None
+        job = min(heads, key=lambda j: j.ticket)
+        self._queues[job.pipeline_id].popleft()
+        self._running.add(job.pipeline_id)
+        return job
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                job = None
+                while not self.stopping:
+                    job = self._next_job()
+                    if job is not None:
+                        break
+                    self._cond.wait(1.0)
+                if job is None:
+                    return
+            try:
+                self._run(job)
+            except Exception:  # never lose a worker; the record says what happened
+                log.exception("distributor: publishing upload %s failed unexpectedly", job.run_id)
+            finally:
+                with self._cond:
+                    self._running.discard(job.pipeline_id)
+                    self._cond.notify_all()
+
+    def _run(self, job: _Job) -> None:
+        service = self.service
+        staging_path = service.staging_path(job.pipeline_id)
+        record = sg.mark_running(staging_path, job.run_id, clock=service.clock)
+        service.update(record)
+        report: object = None
+        error = ""
+        try:
+            report = self.publish(service, record)
+        except Exception as exc:
+            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        record = sg.mark_finished(
+            staging_path, job.run_id, report=report, error=error, clock=service.clock, redact=service.redactions
+        )
+        service.update(record)

@@ -1,0 +1,433 @@
+"""The upload coordinator: admission, staging, idempotency, records and status (interfaces
+§3.4–3.8, resolutions D1–D3).
+
+One :class:`UploadService` serves every ``http_upload`` pipeline of a config. Requests go through
+:meth:`admit` (checks that need no body: size header, key in flight, queue depth), then the
+caller streams the body to ``ticket.archive`` and calls :meth:`stage_and_commit`, and always
+:meth:`release`. Records live on disk (:mod:`.staging`); this object keeps a small index of them
+in memory, rebuilt from disk at :meth:`open`.
+
+Locks: ``_lock`` guards the in-memory index and counters and is held only for memory work;
+each pipeline's ``commit_lock`` serialises that pipeline's commits and expiries (sequence
+numbers, idempotency entries, renames). Order: pipeline lock, then ``_lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from distributor_core.bundle import Manifest, manifest_to_obj
+from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
+from distributor_core.server import errors
+from distributor_core.server import staging as sg
+from distributor_core.server.archive import StagingError, extract_bundle
+from distributor_core.server.area import PipelineStaging, StagingSetupError, ensure_private_dir, key_sha256
+from distributor_core.server.runids import RandomSuffix, new_run_id, random_suffix
+from distributor_core.timefmt import Clock, now_seconds
+
+log = logging.getLogger("distributor.server")
+
+PublisherMode = Literal["inline", "dagster"]
+#: ``lookup(run_id) -> (status, dagster_run_id, error) | None`` (resolutions D1 overlay)
+DagsterLookup = Callable[[str], "tuple[str, str | None, str] | None"]
+
+ARCHIVE_NAME = "upload.archive"
+NO_UPLOAD_PIPELINE = "serve requires at least one http_upload pipeline"
+
+
+@dataclass
+class Ticket:
+    """One admitted request while its body is received and staged."""
+
+    pipeline_id: str
+    token_id: str
+    key: str | None
+    limit: int
+    incoming: Path
+    scope: tuple[str, str, str] | None
+    reserved: bool = True
+
+    @property
+    def archive(self) -> Path:
+        return self.incoming / ARCHIVE_NAME
+
+    @property
+    def bundle(self) -> Path:
+        return self.incoming / sg.BUNDLE_DIR
+
+
+@dataclass
+class Accepted:
+    """What the upload route answers with: the 202 body and whether it is a replay."""
+
+    body: dict[str, Any]
+    replay: bool
+
+
+@dataclass
+class _Pipeline:
+    staging: PipelineStaging
+    max_upload_size: int
+    commit_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class UploadService:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        env: Environment,
+        tokens: UploadTokenTable,
+        mode: PublisherMode = "inline",
+        clock: Clock | None = None,
+        suffix: RandomSuffix = random_suffix,
+        lookup_dagster_run: DagsterLookup | None = None,
+        durable: bool = True,
+    ) -> None:
+        if mode not in ("inline", "dagster"):
+            raise ValueError("publisher must be inline or dagster")
+        self.config = config
+        self.env = env
+        self.tokens = tokens
+        self.mode: PublisherMode = mode
+        self.clock = clock
+        self.suffix = suffix
+        self.lookup_dagster_run = lookup_dagster_run
+        self.durable = durable
+        self.http = config.server.http
+        self.pipelines: dict[str, _Pipeline] = {}
+        self._lock = threading.Lock()
+        self._records: dict[str, sg.UploadRecord] = {}
+        self._index: dict[tuple[str, str, str], str] = {}
+        self._inflight: set[tuple[str, str, str]] = set()
+        self._reserved = 0
+        self._opened = False
+        self._janitor_stop = threading.Event()
+        self._janitor: threading.Thread | None = None
+        #: called with each newly committed record (inline publisher); set by the publisher
+        self.on_accepted: Callable[[sg.UploadRecord], None] | None = None
+        self.redactions = host_redactions(config)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> list[sg.UploadRecord]:
+        """Check and lock every staging path, sweep, load records, expire finished ones.
+
+        Returns the unfinished records (accepted, queued, running) in admission order; the
+        inline publisher re-queues them. Raises :class:`StagingSetupError` naming a directory.
+        """
+        upload_pipelines = self.config.upload_pipelines
+        if not upload_pipelines:
+            raise errors.ServerSetupError(NO_UPLOAD_PIPELINE)
+        seen: dict[Path, str] = {}
+        for pipeline in upload_pipelines:
+            path = Path(pipeline.source.staging_path)  # type: ignore[union-attr]
+            if path in seen:
+                raise StagingSetupError(
+                    f"pipelines {seen[path]} and {pipeline.id} share staging directory {path}"
+                )
+            seen[path] = pipeline.id
+        root = Path(self.http.staging_root)
+        if any(path == root or root in path.parents for path in seen):
+            ensure_private_dir(root)
+        unfinished: list[sg.UploadRecord] = []
+        try:
+            for pipeline in upload_pipelines:
+                staging = PipelineStaging(
+                    pipeline.id, Path(pipeline.source.staging_path), durable=self.durable  # type: ignore[union-attr]
+                )
+                staging.open()
+                self.pipelines[pipeline.id] = _Pipeline(staging, pipeline.source.max_upload_size)  # type: ignore[union-attr]
+                records, index, report = staging.sweep()
+                for run_id, reason in report.unreadable_records:
+                    log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
+                for record in records:
+                    self._records[record.run_id] = _light(record)
+                for (token_id, key_hash), run_id in index.items():
+                    self._index[(pipeline.id, token_id, key_hash)] = run_id
+        except BaseException:
+            self.close()
+            raise
+        self._opened = True
+        self.expire()
+        with self._lock:
+            unfinished = [r for r in self._records.values() if not r.finished]
+        order = {p.id: i for i, p in enumerate(upload_pipelines)}
+        unfinished.sort(key=lambda r: (r.accepted_at, order[r.pipeline_id], r.seq))
+        return unfinished
+
+    def close(self) -> None:
+        self.stop_janitor()
+        for pipeline in self.pipelines.values():
+            pipeline.staging.close()
+
+    def start_janitor(self, interval: float = 60.0) -> None:
+        """Expire records in the background too (besides every submission and status lookup)."""
+        interval = min(interval, max(1.0, self.http.retention.total_seconds() / 2))
+
+        def run() -> None:
+            while not self._janitor_stop.wait(interval):
+                try:
+                    self.expire()
+                except Exception:
+                    log.exception("distributor: expiring upload records failed")
+
+        self._janitor = threading.Thread(target=run, name="distributor-janitor", daemon=True)
+        self._janitor.start()
+
+    def stop_janitor(self) -> None:
+        self._janitor_stop.set()
+
+    # ------------------------------------------------------------------ admission
+
+    def upload_limit(self, pipeline_id: str) -> int:
+        return self.pipelines[pipeline_id].max_upload_size
+
+    def admit(self, pipeline_id: str, token_id: str, key: str | None, content_length: int | None) -> Ticket:
+        """The checks made before the body is read, in the order of resolutions D3."""
+        pipeline = self.pipelines[pipeline_id]
+        if content_length is not None and content_length > pipeline.max_upload_size:
+            raise errors.too_large()
+        scope = (token_id, pipeline_id, key) if key is not None else None
+        self.expire()
+        if self.mode == "dagster":
+            self._refresh_unfinished()
+        with self._lock:
+            if scope is not None and scope in self._inflight:
+                raise errors.key_in_flight()
+            depth = self._reserved + sum(1 for r in self._records.values() if r.pending)
+            if depth >= self.http.queue_size:
+                raise errors.queue_full()
+            if scope is not None:
+                self._inflight.add(scope)
+            self._reserved += 1
+        try:
+            incoming = pipeline.staging.new_incoming()
+        except BaseException:
+            with self._lock:
+                self._reserved -= 1
+                if scope is not None:
+                    self._inflight.discard(scope)
+            raise
+        return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
+
+    def release(self, ticket: Ticket) -> None:
+        """End a request: free its reservation and scope, remove whatever it left in ``.incoming``."""
+        sg.remove_tree(ticket.incoming)
+        with self._lock:
+            if ticket.reserved:
+                self._reserved -= 1
+                ticket.reserved = False
+            if ticket.scope is not None:
+                self._inflight.discard(ticket.scope)
+                ticket.scope = None
+
+    def stage_and_commit(self, ticket: Ticket, *, compressed: bool) -> Accepted:
+        """Extract and validate the received archive, then record the upload (or replay it)."""
+        manifest = self.stage(ticket, compressed=compressed)
+        return self.commit(ticket, manifest)
+
+    def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
+        try:
+            return extract_bundle(
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, durable=self.durable
+            )
+        finally:
+            ticket.archive.unlink(missing_ok=True)
+
+    def commit(self, ticket: Ticket, manifest: Manifest) -> Accepted:
+        pipeline = self.pipelines[ticket.pipeline_id]
+        identity = manifest_to_obj(manifest)
+        key_hash = key_sha256(ticket.key) if ticket.key is not None else None
+        with pipeline.commit_lock:
+            if key_hash is not None:
+                with self._lock:
+                    existing_id = self._index.get((ticket.pipeline_id, ticket.token_id, key_hash))
+                    existing = self._records.get(existing_id) if existing_id else None
+                if existing is not None:
+                    if existing.manifest == identity and existing.idempotency_key == ticket.key:
+                        return Accepted(dict(existing.response), True)
+                    raise errors.key_conflict()
+            now = now_seconds(self.clock)
+            run_id = self._new_run_id(ticket.pipeline_id, now)
+            response = {
+                "run_id": run_id,
+                "pipeline_id": ticket.pipeline_id,
+                "status": sg.ACCEPTED,
+                "status_url": f"/runs/{run_id}",
+            }
+            record = sg.UploadRecord(
+                run_id=run_id,
+                seq=pipeline.staging.next_seq(),
+                pipeline_id=ticket.pipeline_id,
+                token_id=ticket.token_id,
+                idempotency_key=ticket.key,
+                manifest=identity,
+                response=response,
+                status=sg.ACCEPTED,
+                accepted_at=now,
+            )
+            pipeline.staging.promote(ticket.incoming, record)
+            with self._lock:
+                self._records[run_id] = record
+                if key_hash is not None:
+                    self._index[(ticket.pipeline_id, ticket.token_id, key_hash)] = run_id
+                if ticket.reserved:
+                    self._reserved -= 1
+                    ticket.reserved = False
+            if self.on_accepted is not None:
+                self.on_accepted(record)
+        return Accepted(dict(response), False)
+
+    def _new_run_id(self, pipeline_id: str, now: datetime) -> str:
+        staging_path = self.pipelines[pipeline_id].staging.path
+        for _ in range(100):
+            run_id = new_run_id(pipeline_id, now, self.suffix)
+            with self._lock:
+                taken = run_id in self._records
+            if not taken and not (staging_path / run_id).exists():
+                return run_id
+        raise RuntimeError("could not find an unused run id")
+
+    # ------------------------------------------------------------------ records and status
+
+    def staging_path(self, pipeline_id: str) -> Path:
+        return self.pipelines[pipeline_id].staging.path
+
+    def update(self, record: sg.UploadRecord) -> None:
+        """Remember a record written to disk by a publisher."""
+        with self._lock:
+            if record.run_id in self._records:
+                self._records[record.run_id] = _light(record)
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return self._reserved + sum(1 for r in self._records.values() if r.pending)
+
+    def records(self) -> list[sg.UploadRecord]:
+        with self._lock:
+            return sorted(self._records.values(), key=lambda r: (r.accepted_at, r.pipeline_id, r.seq))
+
+    def status(self, run_id: str, grant: UploadGrant) -> dict[str, Any] | None:
+        """``GET /runs/<id>``: the record's view, or ``None`` when the id is unknown, expired or
+        belongs to a pipeline the token may not see (resolutions D2)."""
+        pipeline_id = sg.run_id_pipeline(run_id)
+        if pipeline_id is None or pipeline_id not in self.pipelines or not grant.allows(pipeline_id):
+            return None
+        self.expire()
+        try:
+            record = sg.read_record(self.staging_path(pipeline_id), run_id)
+        except (OSError, sg.RecordError):
+            return None
+        if record.pipeline_id != pipeline_id:
+            return None
+        if self.mode == "dagster":
+            self.update(record)
+            record = self._overlay(record)
+        return record.status_view()
+
+    def _overlay(self, record: sg.UploadRecord) -> sg.UploadRecord:
+        if record.finished or self.lookup_dagster_run is None:
+            return record
+        try:
+            found = self.lookup_dagster_run(record.run_id)
+        except Exception as exc:  # the record still answers when Dagster cannot be reached
+            log.warning("distributor: Dagster run lookup for %s failed: %s", record.run_id, exc)
+            return record
+        if found is None:
+            return record
+        status, dagster_run_id, error = found
+        if status not in sg.STATUSES:
+            return record
+        changes: dict[str, Any] = {"status": status, "dagster_run_id": dagster_run_id or record.dagster_run_id}
+        if status == sg.FAILED:
+            pairs = [*self.redactions, *sg.staging_redactions(self.staging_path(record.pipeline_id), record.run_id)]
+            changes["error"] = sg.scrub(error or "dagster run failed", pairs)
+        return replace(record, **changes)
+
+    def _refresh_unfinished(self) -> None:
+        """Dagster mode: the publish runs write statuses; re-read the records not yet finished."""
+        with self._lock:
+            unfinished = [(r.pipeline_id, r.run_id) for r in self._records.values() if not r.finished]
+        for pipeline_id, run_id in unfinished:
+            try:
+                record = sg.read_record(self.staging_path(pipeline_id), run_id)
+            except (OSError, sg.RecordError):
+                continue
+            self.update(record)
+
+    # ------------------------------------------------------------------ expiry
+
+    def expire(self, now: datetime | None = None) -> list[str]:
+        """Drop finished records (and their idempotency entries and files) older than
+        ``server.http.retention``; return their run ids. Unfinished records never expire."""
+        if not self._opened:
+            return []
+        if self.mode == "dagster":
+            self._refresh_unfinished()
+        now = now or now_seconds(self.clock)
+        retention = self.http.retention
+        with self._lock:
+            due = [
+                r for r in self._records.values()
+                if r.finished and r.finished_at is not None and r.finished_at + retention <= now
+            ]
+        expired: list[str] = []
+        for record in due:
+            pipeline = self.pipelines[record.pipeline_id]
+            with pipeline.commit_lock:
+                with self._lock:
+                    if self._records.pop(record.run_id, None) is None:
+                        continue
+                    if record.idempotency_key is not None:
+                        scope = (record.pipeline_id, record.token_id, key_sha256(record.idempotency_key))
+                        if self._index.get(scope) == record.run_id:
+                            del self._index[scope]
+                pipeline.staging.discard(record.run_id, record.token_id, record.idempotency_key)
+            expired.append(record.run_id)
+        return expired
+
+
+def _light(record: sg.UploadRecord) -> sg.UploadRecord:
+    """The in-memory copy of a record keeps no report (status reads go to disk)."""
+    return replace(record, report=None) if record.report is not None else record
+
+
+def host_redactions(config: Config) -> list[tuple[str, str]]:
+    """``(host path, placeholder)`` pairs scrubbed from errors and reports kept in records."""
+    pairs: list[tuple[str, str]] = [(str(config.base_dir), "<config dir>")]
+    pairs.append((str(config.server.http.staging_root), "<staging>"))
+    if config.secrets.resolved_directory is not None:
+        pairs.append((str(config.secrets.resolved_directory), "<secrets>"))
+    for pipeline in config.pipelines:
+        source = pipeline.source
+        if source.backend == "http_upload":
+            pairs.append((str(source.staging_path), "<staging>"))
+        for destination in pipeline.destinations:
+            storage = destination.storage
+            resolved = getattr(storage, "resolved_path", None)
+            if resolved is not None:
+                pairs.append((str(resolved), f"<destination {destination.id}>"))
+    return pairs
+
+
+def scrub_message(text: str, pairs: Iterable[tuple[str, str]]) -> str:
+    return sg.scrub(text, pairs)
+
+
+__all__ = [
+    "Accepted",
+    "DagsterLookup",
+    "PublisherMode",
+    "StagingError",
+    "StagingSetupError",
+    "Ticket",
+    "UploadService",
+    "host_redactions",
+]
