@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
+from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, Storage
@@ -66,10 +66,8 @@ from distributor_core.storage.s3_upload import (
     part_size_for,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mypy_boto3_s3 import S3Client  # type: ignore[import-not-found]
-else:
-    S3Client = Any
+#: a boto3 S3 client (typed loosely: boto3 ships no type stubs)
+S3Client = Any
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +102,14 @@ def resolve_credentials(
     ``SecretError`` with its message, e.g. ``s3 access key id environment variable DIST_KEY is
     not set`` (prefixed with ``context:`` when given), naming the variable and never a value.
     """
-    from distributor_core.config.errors import SecretError
-    from distributor_core.config.secrets import resolve_s3_credentials
-
     if credentials is None:
         return None
     names = (getattr(credentials, "access_key_id_env", None), getattr(credentials, "secret_access_key_env", None))
     if not any(names):
         return None
+    from distributor_core.config.errors import SecretError
+    from distributor_core.config.secrets import resolve_s3_credentials
+
     if not all(names):
         prefix = f"{context}: " if context else ""
         raise SecretError(f"{prefix}s3 credentials.access_key_id_env and secret_access_key_env must be set together")
@@ -372,13 +370,6 @@ class S3Storage(Storage):
         base = self.key(path)
         return f"{base}/" if base else ""
 
-    def _logical(self, key: str) -> str | None:
-        """Logical path of ``key``, or ``None`` when it is outside the prefix."""
-        if not self.prefix:
-            return key
-        head = self.prefix + "/"
-        return key[len(head) :] if key.startswith(head) else None
-
     def _mapped(
         self, op: str, path: str, exc: BaseException, *, precondition: ErrorKind = ErrorKind.CONFLICT
     ) -> StorageError:
@@ -581,6 +572,8 @@ class S3Storage(Storage):
         if head is None:
             raise self._missing(op, src, dir_kind=ErrorKind.UNSUPPORTED, dir_cause="source is a directory")
         if src == dst:
+            if not overwrite:
+                raise self.error(op, dst, ErrorKind.ALREADY_EXISTS)
             return
         conditions: dict[str, str] = {}
         if not overwrite:

@@ -505,6 +505,12 @@ def test_rename_without_overwrite_keeps_both(s3_storage: S3Storage) -> None:
     s3_storage.rename("a.txt", "b.txt", overwrite=True)
     assert s3_storage.read_bytes("b.txt") == b"a"
     assert not s3_storage.exists("a.txt")
+    # onto itself: a no-op when overwriting is allowed, already_exists otherwise (as locally)
+    s3_storage.rename("b.txt", "b.txt", overwrite=True)
+    with pytest.raises(StorageError) as info:
+        s3_storage.rename("b.txt", "b.txt", overwrite=False)
+    assert info.value.kind == ErrorKind.ALREADY_EXISTS
+    assert s3_storage.read_bytes("b.txt") == b"a"
 
 
 def test_rename_large_object_uses_multipart_copy(moto_server: MotoServer) -> None:
