@@ -412,10 +412,6 @@ def test_force_replace_keeps_a_held_lock_of_a_nested_bundle(env: Env):
     assert not env.exists("nested/file.txt")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: force_replace deletes a nested bundle's outputs but keeps its .distributor.json (§5.7, A1)",
-)
 def test_force_replace_leaves_no_nested_state_describing_deleted_files(env: Env):
     """§5.7 deletes everything under the bundle path; A1 keeps only a held lock. A nested bundle's
     state whose outputs were deleted must not survive to describe files that no longer exist."""

@@ -57,10 +57,6 @@ def test_missing_ids_are_rejected(env: Env):
         env.plan(manifest, destination="")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: plan/outputs.check_policy rejects an empty reconciliation/state mode instead of defaulting (§4.1)",
-)
 def test_empty_modes_default_to_replace_and_single_owner(env: Env):
     """§4.1: an empty reconciliation mode defaults to replace, an empty state mode to single_owner."""
     manifest = env.source()
