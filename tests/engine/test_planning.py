@@ -510,3 +510,20 @@ def test_deletes_empty_for_non_force_actions(env: Env):
     plan = env.plan(manifest)
     assert plan.action == Action.REPLACE_OLDER
     assert plan.deletes == ()
+
+
+def test_shared_root_non_write_plans_record_only_other_owners(env: Env):
+    manifest = env.source()
+    env.seed_shared_root([
+        SharedOwner("other", "archive", _older({"other.md": b"o"}, id="other.id"), {"other.md": b"o"}),
+        SharedOwner("reports", "archive", manifest, {"report.md": REPORT}),
+    ])
+    skip = env.plan(manifest, state_mode="shared_root")
+    assert skip.action == Action.SKIP_SAME
+    assert _paths(skip.other_owner_outputs) == ["other.md"]
+    assert skip.owner_outputs_to_write == () and skip.retained_owner_outputs == ()
+    assert skip.owner_outputs_to_delete == () and skip.deletes == ()
+    failed = env.plan(manifest, state_mode="shared_root", transfer=TransferPolicy(on_destination_same="fail"))
+    assert failed.action == Action.FAIL_CONFLICT
+    assert _paths(failed.other_owner_outputs) == ["other.md"]
+    assert failed.owner_outputs_to_write == ()
