@@ -215,3 +215,39 @@ def test_the_lock_is_held_while_state_is_rewritten(tmp_path: Path, dest: Dest) -
     assert report.changed
     assert len(seen) == 1 and seen[0]["holder"].startswith("distributor reconcile-state (pid ")
     assert not dest.exists(lp.LOCK_NAME)
+
+
+class _Meddling(LocalStorage):
+    """Rewrites ``.distributor.json`` behind the operation's back just before ``trigger`` is written."""
+
+    def __init__(self, root: Path, trigger: str) -> None:
+        super().__init__(root)
+        self.trigger = trigger
+
+    def write_stream(self, path, chunks, **kwargs):  # type: ignore[override]
+        if path == self.trigger:
+            state = self.root / lp.STATE_FILE_NAME
+            old, new = b'"distributor_version": "test"', b'"distributor_version": "x"'
+            state.write_bytes(state.read_bytes().replace(old, new))
+        return super().write_stream(path, chunks, **kwargs)
+
+
+def test_prune_refuses_to_overwrite_state_changed_behind_its_back(tmp_path: Path, dest: Dest) -> None:
+    dest.put_state(single_owner_state({"old.txt": PAST, "fresh.txt": NOW}))
+    config = load(tmp_path, dest, prune={"enabled": True, "keep_latest": 1})
+    with pytest.raises(StorageError) as info:
+        prune(config, pipeline_id="reports", destination_id="archive", dry_run=False, now=NOW,
+              storage=_Meddling(dest.root, lp.JOURNAL_NAME))
+    assert info.value.kind == ErrorKind.CONFLICT
+    assert b'"distributor_version": "x"' in dest.state_bytes()  # the other writer's state stands
+    assert dest.files() == [".distributor.json", "fresh.txt", "old.txt"]  # nothing deleted, no journal
+
+
+def test_reconcile_refuses_to_overwrite_state_changed_behind_its_back(tmp_path: Path, dest: Dest) -> None:
+    dest.put_state(single_owner_state({"report.md": PAST, "summary.txt": PAST}))
+    dest.path("summary.txt").unlink()
+    with pytest.raises(StorageError) as info:
+        reconcile_state(load(tmp_path, dest), pipeline_id="reports", destination_id="archive", now=NOW,
+                        storage=_Meddling(dest.root, lp.STATE_FILE_NAME))
+    assert info.value.kind == ErrorKind.CONFLICT
+    assert dest.paths() == ["report.md", "summary.txt"]

@@ -3,9 +3,8 @@ resolutions B2, C3)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from distributor_core.app.bundle_set import BundleSetReport
+from distributor_core.app.repair_report import PruneReport, ReconcileStateReport
 from distributor_core.app.selection import SelectionError, normalise_bundle_path
 from distributor_core.cli.errors import UsageError
 from distributor_core.cli.spec import Flag, Invocation
@@ -15,6 +14,8 @@ SELECTOR_FLAGS = (
     Flag("--pipeline", "pipeline id that selects the destination root (required)", metavar="<id>"),
     Flag("--destination", "destination id that selects the destination root (required)", metavar="<id>"),
 )
+
+RepairReport = ReconcileStateReport | PruneReport | BundleSetReport
 
 BUNDLE_FLAGS = (
     Flag("--bundle", "destination-relative bundle path to work on (default: the root)", metavar="<path>"),
@@ -39,34 +40,26 @@ def check_bundle_flags(inv: Invocation) -> str:
         raise UsageError(f"{inv.command}: {exc}") from None
 
 
-def _warnings(report: Any) -> list[str]:
-    return list(report.warnings)
-
-
-def _lines(report: Any) -> list[str]:
-    return report.text_lines()
-
-
-def emit(inv: Invocation, report: Any) -> int:
+def emit(inv: Invocation, report: RepairReport) -> int:
     """Print a successful report (one bundle path or a :class:`BundleSetReport`)."""
-    warnings = _warnings(report)
+    warnings = list(report.warnings)
     if inv.out.json:
         inv.out.emit_envelope(report.to_dict(), warnings=warnings or None)
     else:
-        for line in _lines(report):
+        for line in report.text_lines():
             inv.out.line(line)
     return 0
 
 
-def emit_failure(inv: Invocation, report: Any, error: str) -> int:
+def emit_failure(inv: Invocation, report: RepairReport, error: str) -> int:
     """A failure with a report (resolutions C3): the report on stdout (text: its lines, then
     ``Failed: path=<p> error=<e>``; JSON: an ``ok: false`` envelope with ``error`` and the full
     result), ``distributor: <error>`` on stderr, exit 1."""
-    warnings = _warnings(report)
+    warnings = list(report.warnings)
     if inv.out.json:
         inv.out.emit_envelope(report.to_dict(), ok=False, error=error, warnings=warnings or None)
     else:
-        lines = _lines(report)
+        lines = report.text_lines()
         if not isinstance(report, BundleSetReport):
             failed = report.failed_output
             path = f" path={failed.path}" if failed is not None else ""
