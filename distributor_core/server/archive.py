@@ -30,7 +30,7 @@ from distributor_core.jsonfmt import go_json_string
 
 MAX_ENTRIES = 10_000
 #: decompressed tar bytes allowed per entry on top of file content (header, PAX data, padding)
-HEADER_ALLOWANCE = 4096
+HEADER_ALLOWANCE = 2048
 CHUNK = 1024 * 1024
 
 _REGULAR = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE})
@@ -133,12 +133,18 @@ def _name_problem(name: str, *, is_file: bool) -> str | None:
 
 
 class _Extractor:
-    """Creates directories and files below ``root`` through descriptors, never following links."""
+    """Creates files below ``root`` through directory descriptors, never following links.
+
+    Directory entries are only recorded (checked for conflicts); a directory is created when a
+    file needs it, so empty or unlisted directories never reach the disk.
+    """
 
     def __init__(self, root: Path, *, durable: bool) -> None:
         self.root = root
         self.durable = durable
         self.dirs: set[str] = set()
+        #: every directory path named by an entry or implied as an ancestor of one
+        self.implied: set[str] = set()
         self.files: dict[str, int] = {}
         self.explicit: set[str] = set()
         os.mkdir(root, 0o700)
@@ -147,21 +153,23 @@ class _Extractor:
     def close(self) -> None:
         os.close(self.root_fd)
 
-    def _open_dir(self, rel_dir: str, *, create: bool) -> int:
+    def _claim_ancestors(self, name: str) -> None:
+        segments = name.split("/")[:-1]
+        for index in range(1, len(segments) + 1):
+            ancestor = "/".join(segments[:index])
+            if ancestor in self.files:
+                raise ArchiveError(f"{_entry(name)} conflicts with file {go_json_string(ancestor)}")
+            self.implied.add(ancestor)
+
+    def _open_dir(self, rel_dir: str) -> int:
         """A descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
         fd = os.dup(self.root_fd)
-        if rel_dir == "":
-            return fd
         walked: list[str] = []
         try:
-            for segment in rel_dir.split("/"):
+            for segment in rel_dir.split("/") if rel_dir else ():
                 walked.append(segment)
                 current = "/".join(walked)
-                if current in self.files:
-                    raise ArchiveError(f"{_entry(rel_dir)} conflicts with file {go_json_string(current)}")
                 if current not in self.dirs:
-                    if not create:
-                        raise ArchiveError(f"{_entry(rel_dir)} has no parent directory")
                     os.mkdir(segment, 0o700, dir_fd=fd)
                     self.dirs.add(current)
                 child = os.open(segment, _DIR_FLAGS, dir_fd=fd)
@@ -175,13 +183,15 @@ class _Extractor:
     def add_dir(self, name: str) -> None:
         if name in self.files:
             raise ArchiveError(f"{_entry(name)} conflicts with a file")
-        os.close(self._open_dir(name, create=True))
+        self._claim_ancestors(name)
+        self.implied.add(name)
 
     def add_file(self, name: str, size: int, source: BinaryIO | None) -> None:
-        if name in self.dirs:
+        if name in self.implied:
             raise ArchiveError(f"{_entry(name)} conflicts with a directory")
+        self._claim_ancestors(name)
         parent, _, base = name.rpartition("/")
-        dir_fd = self._open_dir(parent, create=True)
+        dir_fd = self._open_dir(parent)
         try:
             fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
         finally:
@@ -200,12 +210,19 @@ class _Extractor:
                 written += len(chunk)
             if written != size:
                 raise ArchiveError(f"{_entry(name)} is truncated")
-            if self.durable:
-                os.fsync(fd)
         finally:
             os.close(fd)
 
-    def sync_dirs(self) -> None:
+    def sync(self) -> None:
+        """Make the extracted files durable: one ``syncfs`` where available, else per file."""
+        if _syncfs(self.root_fd):
+            return
+        for name in self.files:
+            fd = os.open(self.root.joinpath(*name.split("/")), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         for rel in sorted(self.dirs, key=lambda d: -d.count("/")):
             fd = os.open(self.root / rel, _DIR_FLAGS)
             try:
@@ -213,6 +230,18 @@ class _Extractor:
             finally:
                 os.close(fd)
         os.fsync(self.root_fd)
+
+
+def _syncfs(fd: int) -> bool:
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    return syncfs(fd) == 0
 
 
 def _read_member(source: BinaryIO, size: int) -> bytes:
@@ -262,11 +291,12 @@ def extract_bundle(
             stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
             cap = max_bytes + HEADER_ALLOWANCE * (max_entries + 2)
             _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, max_entries=max_entries)
+        manifest = _check_bundle(dest_path, extractor)
         if durable:
-            extractor.sync_dirs()
+            extractor.sync()
     finally:
         extractor.close()
-    return _check_bundle(dest_path, extractor)
+    return manifest
 
 
 def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, max_entries: int) -> None:

@@ -168,15 +168,17 @@ class Entry:
     mode: int = 0o644
 
 
-def craft_tar(entries: list[Entry], *, gz: bool = False, fmt: int = tarfile.PAX_FORMAT) -> bytes:
+def craft_tar(
+    entries: list[Entry], *, gz: bool = False, fmt: int = tarfile.PAX_FORMAT, encoding: str = "utf-8"
+) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+    with tarfile.open(fileobj=buf, mode="w", format=fmt, encoding=encoding) as tar:
         for entry in entries:
             info = tarfile.TarInfo(entry.name)
             info.type = entry.type
             info.mode = entry.mode
             info.linkname = entry.linkname
-            info.size = len(entry.data) if entry.type in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
+            info.size = len(entry.data) if entry.type in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE) else 0
             if entry.pax:
                 info.pax_headers = dict(entry.pax)
             tar.addfile(info, io.BytesIO(entry.data) if info.size else None)
