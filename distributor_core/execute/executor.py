@@ -152,7 +152,7 @@ def execute_plan(
     journal = jr.new_journal(
         bundle,
         state_bytes=state_bytes,
-        writes=[jr.JournalWrite(s.final, s.temp, s.backup) for s in steps],
+        writes=[jr.JournalWrite(s.final, s.temp, s.backup, s.output.sha256) for s in steps],
         deletes=deletes,
         holder=holder,
         now=now,

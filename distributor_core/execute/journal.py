@@ -17,7 +17,7 @@ from typing import Any
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
-from distributor_core.storage.base import Storage
+from distributor_core.storage.base import Storage, iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import format_seconds
 
@@ -29,6 +29,8 @@ class JournalWrite:
     path: str
     temp: str | None = None
     backup: str | None = None
+    #: digest of the bytes this write places at ``path``: rollback removes only those
+    sha256: str = ""
 
     def to_obj(self) -> dict[str, Any]:
         data: dict[str, Any] = {"path": self.path}
@@ -36,6 +38,8 @@ class JournalWrite:
             data["temp"] = self.temp
         if self.backup:
             data["backup"] = self.backup
+        if self.sha256:
+            data["sha256"] = self.sha256
         return data
 
 
@@ -99,6 +103,7 @@ def parse_journal(data: bytes) -> Journal:
                 path=_checked(_str(item, "path")),
                 temp=_checked(_str(item, "temp", required=False)) or None,
                 backup=_checked(_str(item, "backup", required=False)) or None,
+                sha256=_str(item, "sha256", required=False),
             )
         )
     deletes = []
@@ -196,6 +201,23 @@ def _state_sha(storage: Storage, bundle_path: str) -> str | None:
         raise
 
 
+def _holds_written(storage: Storage, write: JournalWrite) -> bool:
+    """True when ``write.path`` holds the bytes this write placed (any bytes when the journal
+    recorded no digest)."""
+    if not write.sha256:
+        return True
+    digest = hashlib.sha256()
+    try:
+        with storage.open_read(write.path) as stream:
+            for chunk in iter_chunks(stream):
+                digest.update(chunk)
+    except StorageError as exc:
+        if exc.kind == ErrorKind.NOT_FOUND:
+            return False
+        raise
+    return "sha256:" + digest.hexdigest() == write.sha256
+
+
 def roll_forward(storage: Storage, journal: Journal, recovery: Recovery) -> None:
     for write in journal.writes:
         if write.temp and _delete_if_present(storage, write.temp):
@@ -232,7 +254,7 @@ def roll_back(
                 storage.rename(write.backup, write.path, overwrite=True)
                 recovery.restored.append(write.path)
             # no backup on storage: the original never moved and is still in place
-        elif placed and _delete_if_present(storage, write.path, prune=True):
+        elif placed and _holds_written(storage, write) and _delete_if_present(storage, write.path, prune=True):
             recovery.removed.append(write.path)
     _delete_if_present(storage, journal.path)
 

@@ -122,12 +122,6 @@ def test_dead_writers_lock_is_broken_and_its_journal_recovered(tmp_path: Path):
     env.assert_consistent()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (low): journal.roll_back treats a listed new path whose temporary is absent as placed by the "
-    "crashed writer and deletes it, even when it holds bytes that writer never wrote (a file put there after "
-    "the crash); the journal records no sha256 per write to tell",
-)
 def test_crash_recovery_never_deletes_bytes_the_dead_writer_did_not_write(tmp_path: Path):
     env, kwargs = _setup(tmp_path / "raced", "merge")
     # die right after the journal is written, before any output is staged

@@ -422,12 +422,6 @@ def test_interrupted_recovery_is_finished_by_the_next_one(tmp_path: Path, step: 
         env.assert_consistent()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (low): execute/executor.execute_plan (object-store branch) counts a final path as placed before "
-    "writing it and only un-counts it on already_exists; a write failing for another reason (unavailable) over a "
-    "path someone filled after planning makes the rollback delete that foreign object",
-)
 def test_object_store_rollback_never_deletes_a_foreign_object(tmp_path: Path):
     env = new_env(tmp_path / "foreign")
     env.seed_single_owner({"report.md": b"old"})
