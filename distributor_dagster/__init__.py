@@ -1,1 +1,13 @@
-"""Dagster integration for distributor."""
+"""Dagster integration for distributor: a distributor YAML config compiled into Dagster
+definitions (assets per destination, publish/prune/repair jobs, sensors, asset checks).
+
+Importing this package loads no config; :mod:`distributor_dagster.definitions` does, from
+``$DISTRIBUTOR_CONFIG``.
+"""
+
+from distributor_dagster.build import build_definitions
+from distributor_dagster.component import DistributorComponent
+from distributor_dagster.names import NameCollisionError
+from distributor_dagster.options import BuildOptions
+
+__all__ = ["BuildOptions", "DistributorComponent", "NameCollisionError", "build_definitions"]

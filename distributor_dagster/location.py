@@ -1,0 +1,62 @@
+"""Building a code location from environment variables (used by :mod:`distributor_dagster.definitions`).
+
+``DISTRIBUTOR_CONFIG`` names the config file; ``DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL`` (seconds),
+``DISTRIBUTOR_DAGSTER_SENSOR_STATUS`` (``running`` or ``stopped``) and
+``DISTRIBUTOR_DAGSTER_NAME_PREFIX`` set options. Every failure names the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import dagster as dg
+
+from distributor_core.config import ConfigError
+from distributor_dagster.build import build_definitions
+from distributor_dagster.names import NameCollisionError
+
+CONFIG_VARIABLE = "DISTRIBUTOR_CONFIG"
+OPTION_VARIABLES = {
+    "sensor_interval": "DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL",
+    "default_sensor_status": "DISTRIBUTOR_DAGSTER_SENSOR_STATUS",
+    "name_prefix": "DISTRIBUTOR_DAGSTER_NAME_PREFIX",
+}
+
+
+class DistributorConfigError(Exception):
+    """The code location cannot be built from ``$DISTRIBUTOR_CONFIG``."""
+
+
+def options_from_environment(environ: Mapping[str, str]) -> dict[str, object]:
+    options: dict[str, object] = {}
+    for option, variable in OPTION_VARIABLES.items():
+        value = environ.get(variable)
+        if not value:
+            continue
+        if option == "sensor_interval":
+            try:
+                options[option] = int(value)
+            except ValueError:
+                raise DistributorConfigError(f"{variable} must be a number of seconds, got {value!r}") from None
+        else:
+            options[option] = value
+    return options
+
+
+def definitions_from_environment(environ: Mapping[str, str] | None = None) -> dg.Definitions:
+    environ = os.environ if environ is None else environ
+    path = environ.get(CONFIG_VARIABLE, "")
+    if not path:
+        raise DistributorConfigError(
+            f"{CONFIG_VARIABLE} is not set: point it at a distributor config file, "
+            f"e.g. {CONFIG_VARIABLE}=examples/local-publish.yml"
+        )
+    options = options_from_environment(environ)
+    try:
+        return build_definitions(path, **options)
+    except (ConfigError, NameCollisionError) as exc:
+        raise DistributorConfigError(f"{CONFIG_VARIABLE}={path}: {exc}") from None
+    except ValueError as exc:
+        raise DistributorConfigError(f"{CONFIG_VARIABLE}={path}: {exc}") from None
+

@@ -1,0 +1,1 @@
+"""The ``prune_<pipeline>__<destination>`` and ``reconcile_state_<pipeline>__<destination>`` jobs."""

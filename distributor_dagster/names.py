@@ -1,0 +1,178 @@
+"""Dagster object names derived from pipeline and destination ids (dagster.md §1, resolutions E3).
+
+Dagster names allow only ``[A-Za-z0-9_]``; ids may also contain ``.`` and ``-``. Every other
+character becomes ``_`` and the original ids stay in tags and metadata. Two ids that map to the
+same generated name make the load fail with :class:`NameCollisionError` naming both owners.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from distributor_core.config import Config, Destination, Pipeline
+
+_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
+_NAME = re.compile(r"[A-Za-z0-9_]*")
+
+#: The three asset checks of every destination asset (dagster.md §2).
+CHECK_NAMES = ("state_valid", "managed_outputs_present", "no_unmanaged_content")
+
+
+def sanitize(identifier: str) -> str:
+    """``identifier`` with every character outside ``[A-Za-z0-9_]`` replaced by ``_``."""
+    return _NOT_NAME_CHAR.sub("_", identifier)
+
+
+def check_prefix(prefix: str, option: str) -> str:
+    """Refuse a name prefix Dagster would reject (it is used verbatim in names)."""
+    if not _NAME.fullmatch(prefix):
+        raise ValueError(f"{option} must contain only letters, digits and underscores, got {prefix!r}")
+    return prefix
+
+
+class NameCollisionError(ValueError):
+    """Two pipelines or destinations map to the same Dagster name after sanitising."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who a generated name belongs to: a pipeline, or a pipeline's destination."""
+
+    pipeline_id: str
+    destination_id: str | None = None
+
+    def describe(self) -> str:
+        if self.destination_id is None:
+            return f"pipeline {self.pipeline_id}"
+        return f"pipeline {self.pipeline_id} destination {self.destination_id}"
+
+
+class NameRegistry:
+    """Every name one ``build_definitions`` call generates, each with its owner.
+
+    Names live in namespaces (``job``, ``op``, ``asset``, ...) because Dagster checks uniqueness
+    per kind of object. A second owner for a name raises :class:`NameCollisionError`.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[tuple[str, str], Owner] = {}
+
+    def claim(self, namespace: str, name: str, owner: Owner) -> str:
+        key = (namespace, name)
+        previous = self._owners.get(key)
+        if previous is not None and previous != owner:
+            raise NameCollisionError(
+                f"{previous.describe()} and {owner.describe()} both map to the Dagster {namespace} name "
+                f"{name!r}; rename one of them (Dagster names allow only letters, digits and underscores)"
+            )
+        self._owners[key] = owner
+        return name
+
+    def names(self, namespace: str) -> list[str]:
+        return sorted(name for (space, name) in self._owners if space == namespace)
+
+
+@dataclass(frozen=True)
+class DestinationNames:
+    pipeline_id: str
+    destination_id: str
+    asset_key: tuple[str, ...]
+    prune_job: str
+    reconcile_job: str
+    checks_op: str
+    plan_node: str
+    execute_node: str
+    plan_op: str
+    execute_op: str
+
+
+@dataclass(frozen=True)
+class PipelineNames:
+    pipeline_id: str
+    group: str
+    publish_job: str
+    watch_sensor: str
+    uploads_sensor: str
+    destinations: tuple[DestinationNames, ...]
+
+    def destination(self, destination_id: str) -> DestinationNames:
+        for names in self.destinations:
+            if names.destination_id == destination_id:
+                return names
+        raise KeyError(destination_id)
+
+    def publish_op(self, node: str) -> str:
+        return f"{self.publish_job}__{node}"
+
+
+#: The fixed node names of the generated jobs.
+PUBLISH_NODES = ("discover", "validate", "report")
+PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
+REPAIR_NODES = ("load_state", "reconcile_state")
+
+
+def _destination_names(
+    registry: NameRegistry, prefix: str, key_prefix: Sequence[str], pipeline: Pipeline, destination: Destination
+) -> DestinationNames:
+    owner = Owner(pipeline.id, destination.id)
+    p, d = sanitize(pipeline.id), sanitize(destination.id)
+    publish_job = f"{prefix}publish_{p}"
+    prune_job = registry.claim("job", f"{prefix}prune_{p}__{d}", owner)
+    reconcile_job = registry.claim("job", f"{prefix}reconcile_state_{p}__{d}", owner)
+    for node in PRUNE_NODES:
+        registry.claim("op", f"{prune_job}__{node}", owner)
+    for node in REPAIR_NODES:
+        registry.claim("op", f"{reconcile_job}__{node}", owner)
+    asset_key = (*key_prefix, p, d)
+    registry.claim("asset", "/".join(asset_key), owner)
+    checks_op = registry.claim("op", f"{prefix}check_{p}__{d}", owner)
+    plan_node, execute_node = f"plan_{d}", f"execute_{d}"
+    registry.claim("node:" + publish_job, plan_node, owner)
+    registry.claim("node:" + publish_job, execute_node, owner)
+    return DestinationNames(
+        pipeline_id=pipeline.id,
+        destination_id=destination.id,
+        asset_key=asset_key,
+        prune_job=prune_job,
+        reconcile_job=reconcile_job,
+        checks_op=checks_op,
+        plan_node=plan_node,
+        execute_node=execute_node,
+        plan_op=registry.claim("op", f"{publish_job}__{plan_node}", owner),
+        execute_op=registry.claim("op", f"{publish_job}__{execute_node}", owner),
+    )
+
+
+def pipeline_names(
+    registry: NameRegistry, pipeline: Pipeline, *, prefix: str = "", key_prefix: Sequence[str] = ()
+) -> PipelineNames:
+    owner = Owner(pipeline.id)
+    p = sanitize(pipeline.id)
+    group = registry.claim("group", f"{prefix}{p}", owner)
+    publish_job = registry.claim("job", f"{prefix}publish_{p}", owner)
+    for node in PUBLISH_NODES:
+        registry.claim("op", f"{publish_job}__{node}", owner)
+    if pipeline.is_upload:
+        uploads_sensor, watch_sensor = registry.claim("sensor", f"{prefix}uploads_{p}", owner), ""
+    else:
+        uploads_sensor, watch_sensor = "", registry.claim("sensor", f"{prefix}watch_{p}", owner)
+    destinations = tuple(
+        _destination_names(registry, prefix, key_prefix, pipeline, destination) for destination in pipeline.destinations
+    )
+    return PipelineNames(
+        pipeline_id=pipeline.id,
+        group=group,
+        publish_job=publish_job,
+        watch_sensor=watch_sensor,
+        uploads_sensor=uploads_sensor,
+        destinations=destinations,
+    )
+
+
+def config_names(config: Config, *, prefix: str = "", key_prefix: Iterable[str] = ()) -> list[PipelineNames]:
+    """The names of every object generated for ``config``; raises :class:`NameCollisionError`."""
+    registry = NameRegistry()
+    keys = tuple(key_prefix)
+    return [pipeline_names(registry, pipeline, prefix=prefix, key_prefix=keys) for pipeline in config.pipelines]

@@ -1,0 +1,82 @@
+"""Keyword options of :func:`distributor_dagster.build_definitions` (dagster.md §1).
+
+None of them changes what a publication does; they only shape the Dagster objects (names,
+sensor cadence and default status) or inject test seams (clock, environment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from distributor_core.timefmt import Clock
+from distributor_dagster.names import check_prefix, sanitize
+
+SENSOR_STATUSES = {"running": dg.DefaultSensorStatus.RUNNING, "stopped": dg.DefaultSensorStatus.STOPPED}
+
+#: Upper bound of run requests one sensor tick emits; the cursor resumes after the last one.
+DEFAULT_MAX_RUNS_PER_TICK = 100
+
+
+def sensor_status(value: str | dg.DefaultSensorStatus) -> dg.DefaultSensorStatus:
+    if isinstance(value, dg.DefaultSensorStatus):
+        return value
+    try:
+        return SENSOR_STATUSES[value.lower()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"default_sensor_status must be running or stopped, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options of a generated code location.
+
+    - ``sensor_interval``: ``minimum_interval_seconds`` of every ``watch_*`` and ``uploads_*`` sensor.
+    - ``default_sensor_status``: ``"stopped"`` (Dagster's default; turn sensors on in the UI) or
+      ``"running"`` (sensors run as soon as the daemon loads the code location).
+    - ``name_prefix``: prepended to every job, sensor, op and group name (letters, digits, ``_``),
+      for loading several configs into one code location.
+    - ``asset_key_prefix``: components prepended to every asset key (sanitised like ids).
+    - ``max_runs_per_tick``: bound of run requests one sensor tick emits; the rest follow next tick.
+    - ``clock``: stamps state times (a test seam; default the system clock).
+    - ``environ``: where secrets resolve from (default ``os.environ``, then ``secrets.directory``).
+    """
+
+    sensor_interval: int = 30
+    default_sensor_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED
+    name_prefix: str = ""
+    asset_key_prefix: tuple[str, ...] = ()
+    max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK
+    clock: Clock | None = field(default=None, compare=False)
+    environ: Mapping[str, str] | None = field(default=None, compare=False)
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        sensor_interval: int = 30,
+        default_sensor_status: str | dg.DefaultSensorStatus = "stopped",
+        name_prefix: str = "",
+        asset_key_prefix: Sequence[str] | str = (),
+        max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK,
+        clock: Clock | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> BuildOptions:
+        if isinstance(sensor_interval, bool) or not isinstance(sensor_interval, int) or sensor_interval < 1:
+            raise ValueError(f"sensor_interval must be a positive number of seconds, got {sensor_interval!r}")
+        if isinstance(max_runs_per_tick, bool) or not isinstance(max_runs_per_tick, int) or max_runs_per_tick < 1:
+            raise ValueError(f"max_runs_per_tick must be a positive integer, got {max_runs_per_tick!r}")
+        keys = (asset_key_prefix,) if isinstance(asset_key_prefix, str) else tuple(asset_key_prefix)
+        if any(not isinstance(k, str) or not k for k in keys):
+            raise ValueError(f"asset_key_prefix must be non-empty strings, got {asset_key_prefix!r}")
+        return cls(
+            sensor_interval=sensor_interval,
+            default_sensor_status=sensor_status(default_sensor_status),
+            name_prefix=check_prefix(name_prefix, "name_prefix"),
+            asset_key_prefix=tuple(sanitize(k) for k in keys),
+            max_runs_per_tick=max_runs_per_tick,
+            clock=clock,
+            environ=environ,
+        )

@@ -1,0 +1,1 @@
+"""The ``publish_<pipeline>`` job: discover → validate → plan/execute per destination → report."""

@@ -1,0 +1,68 @@
+"""Values passed between the publish job's steps. They are pickled by the IO manager, so they
+hold plain data: no open storage, no plan objects with generated content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from distributor_core.app.report import ActionReport
+from distributor_core.app.run import RunOptions
+from distributor_core.timefmt import Clock
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``discover`` decided: the bundles, the destination selector and the run flags."""
+
+    pipeline_id: str
+    bundle_paths: tuple[str, ...]
+    destination_id: str | None = None
+    dry_run: bool = False
+    force: bool = False
+    republish: bool = False
+    upload_run_id: str | None = None
+    #: the staged bundle directory of an upload (published as a local source, bundle path "")
+    source_root: str | None = None
+
+    def selects(self, destination_id: str) -> bool:
+        return self.destination_id is None or self.destination_id == destination_id
+
+    def run_options(
+        self, destination_id: str, *, dry_run: bool, clock: Clock | None = None, holder: str | None = None
+    ) -> RunOptions:
+        return RunOptions(
+            dry_run=dry_run,
+            force=self.force,
+            republish=self.republish,
+            pipeline_id=self.pipeline_id,
+            destination_id=destination_id,
+            clock=clock,
+            holder=holder,
+        )
+
+
+def detached(entry: ActionReport) -> ActionReport:
+    """The report entry without its in-memory outcome (which holds open storage)."""
+    return replace(entry, outcome=None, outputs=list(entry.outputs), warnings=list(entry.warnings))
+
+
+@dataclass
+class DestinationPlan:
+    """The ``plan`` step's result for one destination: one entry per bundle it publishes."""
+
+    destination_id: str
+    entries: list[ActionReport] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class DestinationResult:
+    """The ``execute`` step's result for one destination (also when the step fails)."""
+
+    destination_id: str
+    entries: list[ActionReport] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or any(entry.failed for entry in self.entries)

@@ -1,0 +1,44 @@
+"""What every generated object of one code location shares: the loaded config, the options and
+the generated names. Built once per ``build_definitions`` call, at load time, without I/O."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from distributor_core.config import Config, Environment, Pipeline
+from distributor_dagster.names import PipelineNames
+from distributor_dagster.options import BuildOptions
+
+
+@dataclass(frozen=True)
+class Site:
+    config: Config
+    options: BuildOptions
+    names: tuple[PipelineNames, ...]
+
+    def environment(self) -> Environment:
+        """Secrets resolve at run time, never at load (interfaces §1.4)."""
+        return Environment.from_config(self.config, self.options.environ)
+
+    def pipeline(self, pipeline_id: str) -> Pipeline:
+        return self.config.pipeline(pipeline_id)
+
+    def pipeline_names(self, pipeline_id: str) -> PipelineNames:
+        for names in self.names:
+            if names.pipeline_id == pipeline_id:
+                return names
+        raise KeyError(pipeline_id)
+
+
+def holder(job_name: str, run_id: str, step: str) -> str:
+    """Who holds a destination lock, as ``distributor`` reports it when another writer waits."""
+    return f"dagster {job_name} run {run_id} step {step} (pid {os.getpid()} on {socket.gethostname()})"
+
+
+def pool_name(root_key: str) -> str:
+    """The concurrency pool of a destination root (resolutions B1). Pool names may not contain
+    whitespace, so whitespace in a root path is percent-encoded."""
+    escaped = "".join(f"%{ord(ch):02X}" if ch.isspace() or ch == "%" else ch for ch in root_key)
+    return f"distributor/{escaped}"

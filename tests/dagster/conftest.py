@@ -1,0 +1,72 @@
+"""Fixtures for the Dagster integration tests: bundles and configs in a temporary directory, a
+frozen clock, and a temporary Dagster instance."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from distributor_core.bundle import build_manifest, write_manifest
+
+pytestmark = pytest.mark.dagster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_BUNDLE = REPO / "examples" / "source-bundle"
+FROZEN = datetime(2026, 6, 8, 12, 0, 0, tzinfo=UTC)
+
+
+def frozen_clock() -> datetime:
+    return FROZEN
+
+
+def make_bundle(directory: Path, bundle_id: str, files: dict[str, str], *, created: datetime | None = None) -> Path:
+    """Write ``files`` and a manifest listing them (``created`` defaults to a fixed time)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        target = directory / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    manifest = build_manifest(directory, id=bundle_id, files=sorted(files), created=created or FROZEN)
+    write_manifest(directory, manifest, overwrite=True)
+    return directory
+
+
+def write_config(directory: Path, body: str, name: str = "distributor.yml") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def copy_example_bundle(target: Path) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    for item in EXAMPLE_BUNDLE.iterdir():
+        (target / item.name).write_bytes(item.read_bytes())
+    return target
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def events_of(result: dg.ExecuteInProcessResult, kind: str) -> list[dg.DagsterEvent]:
+    return [event for event in result.all_events if event.event_type_value == kind]
+
+
+def materializations(result: dg.ExecuteInProcessResult) -> list[dg.AssetMaterialization]:
+    return [e.event_specific_data.materialization for e in events_of(result, "ASSET_MATERIALIZATION")]
+
+
+def observations(result: dg.ExecuteInProcessResult) -> list[dg.AssetObservation]:
+    return [e.event_specific_data.asset_observation for e in events_of(result, "ASSET_OBSERVATION")]
+
+
+def meta(event: dg.AssetMaterialization | dg.AssetObservation, key: str) -> object:
+    value = event.metadata[key]
+    return getattr(value, "value", value)

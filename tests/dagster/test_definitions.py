@@ -1,0 +1,275 @@
+"""Loading: every example loads with the exact names of dagster.md §2, loading never touches
+storage, invalid configs and name collisions fail the load with clear messages (E3), options,
+the ``DISTRIBUTOR_CONFIG`` module and the dg component."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster.components.testing import create_defs_folder_sandbox
+
+from distributor_core.config import ConfigError, load_config
+from distributor_dagster import DistributorComponent, NameCollisionError, build_definitions
+from distributor_dagster.location import DistributorConfigError, definitions_from_environment
+from distributor_dagster.names import sanitize
+from tests.dagster.conftest import REPO, write_config
+
+pytestmark = pytest.mark.dagster
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yml"))
+BIN = Path(sys.executable).parent
+CHECKS = {"state_valid", "managed_outputs_present", "no_unmanaged_content"}
+
+
+def expected_names(config_path: Path) -> dict[str, set]:
+    config = load_config(config_path)
+    jobs, sensors, assets, groups, checks = set(), set(), set(), set(), set()
+    for pipeline in config.pipelines:
+        p = sanitize(pipeline.id)
+        jobs.add(f"publish_{p}")
+        groups.add(p)
+        sensors.add(f"uploads_{p}" if pipeline.is_upload else f"watch_{p}")
+        for destination in pipeline.destinations:
+            d = sanitize(destination.id)
+            jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}"}
+            assets.add((p, d))
+            checks |= {((p, d), name) for name in CHECKS}
+    return {"jobs": jobs, "sensors": sensors, "assets": assets, "groups": groups, "checks": checks}
+
+
+def actual_names(defs: dg.Definitions) -> dict[str, set]:
+    graph = defs.resolve_asset_graph()
+    specs = list(defs.resolve_all_asset_specs())
+    return {
+        "jobs": {job.name for job in defs.resolve_all_job_defs()} - {"__ASSET_JOB"},
+        "sensors": {sensor.name for sensor in defs.sensors or []},
+        "assets": {tuple(spec.key.path) for spec in specs},
+        "groups": {spec.group_name for spec in specs},
+        "checks": {(tuple(key.asset_key.path), key.name) for key in graph.asset_check_keys},
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_loads_with_the_specified_names(path: Path) -> None:
+    defs = build_definitions(path)
+    dg.Definitions.validate_loadable(defs)
+    assert actual_names(defs) == expected_names(path)
+
+
+def test_names_of_the_local_publish_example_exactly() -> None:
+    defs = build_definitions(REPO / "examples" / "local-publish.yml")
+    names = actual_names(defs)
+    assert names["jobs"] == {
+        "publish_example_source_bundle",
+        "prune_example_source_bundle__local_archive",
+        "reconcile_state_example_source_bundle__local_archive",
+    }
+    assert names["sensors"] == {"watch_example_source_bundle"}
+    assert names["assets"] == {("example_source_bundle", "local_archive")}
+    assert names["groups"] == {"example_source_bundle"}
+    job = defs.resolve_job_def("publish_example_source_bundle")
+    assert [node.name for node in job.graph.nodes_in_topological_order] == [
+        "discover", "validate", "plan_local_archive", "execute_local_archive", "report"
+    ]
+    prune = defs.resolve_job_def("prune_example_source_bundle__local_archive")
+    assert [node.name for node in prune.graph.nodes_in_topological_order] == ["load_state", "plan_prune", "apply_prune"]
+    repair = defs.resolve_job_def("reconcile_state_example_source_bundle__local_archive")
+    assert [node.name for node in repair.graph.nodes_in_topological_order] == ["load_state", "reconcile_state"]
+    spec = next(iter(defs.resolve_all_asset_specs()))
+    assert spec.tags["distributor/pipeline"] == "example-source-bundle"
+    assert spec.tags["distributor/destination"] == "local-archive"
+    assert spec.metadata["pipeline_id"] == "example-source-bundle"
+    assert spec.metadata["destination_id"] == "local-archive"
+
+
+def test_upload_pipelines_get_an_upload_sensor_and_require_an_upload_run_id() -> None:
+    defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
+    assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
+    job = defs.resolve_job_def("publish_example_http_upload")
+    fields = job.run_config_schema.config_type.fields["ops"].config_type.fields["discover"].config_type.fields
+    config_fields = fields["config"].config_type.fields
+    assert config_fields["upload_run_id"].is_required
+    assert not any(config_fields[name].is_required for name in
+                   ("bundle_path", "destination", "dry_run", "force", "republish"))
+
+
+def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        """\
+        secrets: {directory: secrets-that-do-not-exist}
+        pipelines:
+          - id: far
+            source: {backend: ssh, host: 192.0.2.1, user: nobody, path: /srv/in, known_hosts_file: kh}
+            destinations:
+              - id: bucket
+                backend: s3
+                bucket: nowhere
+                endpoint: http://192.0.2.1:9
+                credentials: {access_key_id_env: UNSET_KEY_ID, secret_access_key_env: UNSET_SECRET}
+              - id: disk
+                backend: local
+                path: not-created/yet
+          - id: near
+            source: {backend: local, path: missing-source}
+            destinations:
+              - {id: disk, backend: local, path: also-not-created}
+        """,
+    )
+    before = sorted(p.name for p in tmp_path.iterdir())
+    defs = build_definitions(config)
+    dg.Definitions.validate_loadable(defs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert {s.name for s in defs.sensors} == {"watch_far", "watch_near"}
+
+
+def test_an_invalid_config_fails_the_load_with_the_cli_message(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "pipelines:\n  - id: bad id\n    source: {backend: local, path: x}\n")
+    cli = subprocess.run([str(BIN / "distributor"), "run", "--config", str(config)], capture_output=True, text=True)
+    assert cli.returncode == 1
+    with pytest.raises(ConfigError) as raised:
+        build_definitions(config)
+    assert cli.stderr.strip() == f"distributor: {raised.value}"
+    with pytest.raises(DistributorConfigError) as wrapped:
+        definitions_from_environment({"DISTRIBUTOR_CONFIG": str(config)})
+    assert str(wrapped.value) == f"DISTRIBUTOR_CONFIG={config}: {raised.value}"
+
+
+def test_the_code_location_load_fails_with_the_variable_and_the_cli_message(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "pipelines: []\nunknown: 1\n")
+    with pytest.raises(ConfigError) as raised:
+        build_definitions(config)
+    message = str(raised.value)
+    env = {**os.environ, "DISTRIBUTOR_CONFIG": str(config), "DAGSTER_HOME": str(tmp_path)}
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    run = subprocess.run(
+        [str(BIN / "dagster"), "definitions", "validate", "-m", "distributor_dagster.definitions"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )
+    assert run.returncode == 1
+    assert f"DISTRIBUTOR_CONFIG={config}: {message}" in run.stdout + run.stderr
+
+
+def test_the_definitions_module_names_the_variable() -> None:
+    with pytest.raises(DistributorConfigError, match=r"^DISTRIBUTOR_CONFIG is not set"):
+        definitions_from_environment({})
+    with pytest.raises(DistributorConfigError) as missing:
+        definitions_from_environment({"DISTRIBUTOR_CONFIG": "/nonexistent/distributor.yml"})
+    assert str(missing.value).startswith("DISTRIBUTOR_CONFIG=/nonexistent/distributor.yml: cannot read config")
+    with pytest.raises(DistributorConfigError, match="DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL must be a number"):
+        definitions_from_environment(
+            {"DISTRIBUTOR_CONFIG": str(EXAMPLES[0]), "DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL": "x"}
+        )
+    defs = definitions_from_environment(
+        {"DISTRIBUTOR_CONFIG": str(REPO / "examples" / "local-publish.yml"),
+         "DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL": "7", "DISTRIBUTOR_DAGSTER_SENSOR_STATUS": "running",
+         "DISTRIBUTOR_DAGSTER_NAME_PREFIX": "acme_"}
+    )
+    (sensor,) = defs.sensors
+    assert sensor.name == "acme_watch_example_source_bundle"
+    assert sensor.minimum_interval_seconds == 7
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+TWO = """\
+pipelines:
+  - id: {p1}
+    source: {{backend: local, path: src}}
+    destinations:
+      - {{id: {d1}, backend: local, path: out1}}
+  - id: {p2}
+    source: {{backend: local, path: src}}
+    destinations:
+      - {{id: {d2}, backend: local, path: out2}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("p1", "d1", "p2", "d2", "first", "second"),
+    [
+        ("reports.daily", "a", "reports-daily", "b", "pipeline reports.daily", "pipeline reports-daily"),
+        ("a", "b__c", "a__b", "c", "pipeline a destination b__c", "pipeline a__b destination c"),
+    ],
+)
+def test_name_collisions_fail_the_load_naming_both(
+    tmp_path: Path, p1: str, d1: str, p2: str, d2: str, first: str, second: str
+) -> None:
+    config = write_config(tmp_path, TWO.format(p1=p1, d1=d1, p2=p2, d2=d2))
+    with pytest.raises(NameCollisionError) as raised:
+        build_definitions(config)
+    assert first in str(raised.value) and second in str(raised.value)
+
+
+def test_destination_collisions_within_a_pipeline_name_both_pairs(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        """\
+        pipelines:
+          - id: site
+            source: {backend: local, path: src}
+            destinations:
+              - {id: html.v1, backend: local, path: one}
+              - {id: html-v1, backend: local, path: two}
+        """,
+    )
+    with pytest.raises(NameCollisionError) as raised:
+        build_definitions(config)
+    message = str(raised.value)
+    assert "pipeline site destination html.v1" in message and "pipeline site destination html-v1" in message
+    assert "prune_site__html_v1" in message
+
+
+def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
+    defs = build_definitions(
+        REPO / "examples" / "fan-out.yml", name_prefix="team_", asset_key_prefix=["dist.ri"], sensor_interval=5,
+        default_sensor_status="running",
+    )
+    names = actual_names(defs)
+    assert names["jobs"] == {
+        "team_publish_example_fan_out",
+        "team_prune_example_fan_out__source_archive", "team_prune_example_fan_out__html_site",
+        "team_reconcile_state_example_fan_out__source_archive", "team_reconcile_state_example_fan_out__html_site",
+    }
+    assert names["assets"] == {("dist_ri", "example_fan_out", "source_archive"),
+                               ("dist_ri", "example_fan_out", "html_site")}
+    assert names["groups"] == {"team_example_fan_out"}
+    (sensor,) = defs.sensors
+    assert (sensor.name, sensor.minimum_interval_seconds) == ("team_watch_example_fan_out", 5)
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    with pytest.raises(ValueError, match="name_prefix"):
+        build_definitions(REPO / "examples" / "fan-out.yml", name_prefix="bad-prefix")
+    with pytest.raises(ValueError, match="default_sensor_status"):
+        build_definitions(REPO / "examples" / "fan-out.yml", default_sensor_status="sometimes")
+    with pytest.raises(TypeError):
+        build_definitions(REPO / "examples" / "fan-out.yml", unknown_option=1)
+
+
+def test_dg_lists_the_component() -> None:
+    listed = subprocess.run([str(BIN / "dg"), "list", "components", "--json"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "distributor_dagster.DistributorComponent" in listed.stdout
+
+
+def test_the_component_loads_its_config_relative_to_its_defs_yaml() -> None:
+    with create_defs_folder_sandbox() as sandbox:
+        folder = sandbox.defs_folder_path / "publications"
+        folder.mkdir()
+        (folder / "distributor.yml").write_text((REPO / "examples" / "local-publish.yml").read_text())
+        (folder / "defs.yaml").write_text(yaml.safe_dump({
+            "type": "distributor_dagster.DistributorComponent",
+            "attributes": {"config_path": "distributor.yml", "name_prefix": "dg_", "sensor_interval": 11},
+        }))
+        with sandbox.load_component_and_build_defs(defs_path=folder) as (component, defs):
+            assert isinstance(component, DistributorComponent)
+            assert {job.name for job in defs.resolve_all_job_defs()} >= {"dg_publish_example_source_bundle"}
+            (sensor,) = defs.sensors
+            assert sensor.minimum_interval_seconds == 11
+            # relative paths inside the config resolve against the config file's directory (D4)
+            spec = next(iter(defs.resolve_all_asset_specs()))
+            assert spec.metadata["destination_root"] == "../demo-output/local-publish/archive"

@@ -1,0 +1,289 @@
+"""``publish_<pipeline>`` executed in process: same bytes as ``distributor run``, asset events
+(resolutions E2), independent destinations, validation before any write, selectors (E1, B3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from distributor_core.app.run import RunOptions, run_config
+from distributor_core.config import load_config
+from distributor_dagster import build_definitions
+from tests.dagster.conftest import (
+    copy_example_bundle,
+    events_of,
+    frozen_clock,
+    make_bundle,
+    materializations,
+    meta,
+    observations,
+    write_config,
+)
+
+pytestmark = pytest.mark.dagster
+
+DISTRIBUTOR = Path(sys.executable).parent / "distributor"
+
+CONFIG = """\
+pipelines:
+  - id: reports.daily
+    source:
+      backend: local
+      path: source
+    destinations:
+      - id: archive
+        backend: local
+        path: {out}/archive
+      - id: html-site
+        backend: local
+        path: {out}/site
+        publish: {{source: true, html: true}}
+        transform: {{markdown_to_html: {{enabled: true, mode: sidecar}}}}
+        links: {{base_url: "https://reports.example.com/site/"}}
+      - id: latest
+        backend: local
+        path: {out}/latest
+        path_mapping: {{mode: fixed}}
+"""
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    root = tmp_path / "source"
+    copy_example_bundle(root / "2026-06-07")
+    make_bundle(root / "2026-06-08", "reports.daily", {"report.md": "# Day two\n\nText.\n", "data/x.csv": "a,b\n1,2\n"})
+    return root
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def without_times(data: bytes) -> object:
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: ("<time>" if k.endswith("_at") else strip(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(json.loads(data))
+
+
+def publish(config: Path, run_config: dict | None = None, **options: object) -> dg.ExecuteInProcessResult:
+    defs = build_definitions(config, clock=frozen_clock, **options)
+    job = defs.resolve_job_def("publish_reports_daily")
+    return job.execute_in_process(run_config=run_config or {}, raise_on_error=False)
+
+
+def test_publish_job_writes_what_distributor_run_writes(tmp_path: Path, source: Path) -> None:
+    dagster_config = write_config(tmp_path, CONFIG.format(out="dagster"), "dagster.yml")
+    cli_config = write_config(tmp_path, CONFIG.format(out="cli"), "cli.yml")
+
+    result = publish(dagster_config)
+    assert result.success
+    completed = subprocess.run(
+        [str(DISTRIBUTOR), "run", "--config", str(cli_config)], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+
+    dagster_files, cli_files = tree(tmp_path / "dagster"), tree(tmp_path / "cli")
+    assert sorted(dagster_files) == sorted(cli_files)
+    assert "site/2026-06-08/report.html" in dagster_files and "latest/.distributor.json" in dagster_files
+    for path, data in cli_files.items():
+        if path.endswith(".distributor.json"):
+            assert without_times(dagster_files[path]) == without_times(data), path
+        else:
+            assert dagster_files[path] == data, path
+
+
+def test_publish_job_state_is_byte_identical_to_the_library_run_with_the_same_clock(
+    tmp_path: Path, source: Path
+) -> None:
+    dagster_config = write_config(tmp_path, CONFIG.format(out="dagster"), "dagster.yml")
+    library_config = write_config(tmp_path, CONFIG.format(out="library"), "library.yml")
+    assert publish(dagster_config).success
+    report = run_config(load_config(library_config), RunOptions(clock=frozen_clock))
+    assert report.ok
+    assert tree(tmp_path / "dagster") == tree(tmp_path / "library")
+
+
+def test_materialization_carries_the_publication(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    result = publish(config)
+    assert result.success
+    events = materializations(result)
+    keys = sorted(e.asset_key.to_user_string() for e in events)
+    # two bundles for each preserve_relative destination, the newest one for the fixed destination
+    assert keys == ["reports_daily/archive"] * 2 + ["reports_daily/html_site"] * 2 + ["reports_daily/latest"]
+    site = [e for e in events if e.asset_key.path[-1] == "html_site" and meta(e, "source_bundle_path") == "2026-06-08"]
+    (event,) = site
+    assert meta(event, "action") == "publish_new"
+    assert meta(event, "reason") == "destination state is absent"
+    assert meta(event, "dry_run") is False
+    assert meta(event, "source_id") == "reports.daily"
+    assert str(meta(event, "source_digest")).startswith("sha256:")
+    assert meta(event, "source_created") == "2026-06-08T12:00:00Z"
+    assert meta(event, "destination_path") == "2026-06-08"
+    assert meta(event, "pipeline_id") == "reports.daily" and meta(event, "destination_id") == "html-site"
+    rows = {r.data["path"]: r.data for r in event.metadata["outputs"].value.records}
+    assert set(rows) == {"report.md", "report.html", "data/x.csv"}
+    assert rows["report.html"]["kind"] == "generated"
+    written = tmp_path / "out" / "site" / "2026-06-08"
+    assert rows["data/x.csv"]["size"] == (written / "data" / "x.csv").stat().st_size
+    assert meta(event, "outputs_count") == 3
+    assert meta(event, "bytes_written") == sum(p.stat().st_size for p in written.rglob("*")
+                                                if p.is_file() and p.name != ".distributor.json")
+    assert isinstance(event.metadata["primary_url"], dg.UrlMetadataValue)
+    assert meta(event, "primary_url") == "https://reports.example.com/site/2026-06-08/report.html"
+    assert observations(result) == []
+
+
+def test_skips_and_dry_runs_are_observations_with_the_same_metadata(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    dry = publish(config, {"ops": {"discover": {"config": {"dry_run": True}}}})
+    assert dry.success
+    assert materializations(dry) == []
+    assert not (tmp_path / "out").exists()
+    planned = observations(dry)
+    assert len(planned) == 5
+    assert {meta(e, "action") for e in planned} == {"publish_new"}
+    assert all(meta(e, "dry_run") is True and meta(e, "status") == "planned" for e in planned)
+    assert all(meta(e, "outputs_count") > 0 for e in planned)
+
+    assert publish(config).success
+    again = publish(config)
+    assert again.success
+    assert materializations(again) == []
+    skipped = observations(again)
+    assert len(skipped) == 5
+    assert {meta(e, "action") for e in skipped} == {"skip_same"}
+    assert all(meta(e, "status") == "skipped" and meta(e, "bytes_written") == 0 for e in skipped)
+
+
+def test_a_failing_destination_fails_its_own_step_and_the_others_still_publish(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    unmanaged = tmp_path / "out" / "archive" / "2026-06-07" / "report.md"
+    unmanaged.parent.mkdir(parents=True)
+    unmanaged.write_text("not published by distributor\n")
+
+    result = publish(config)
+    assert not result.success
+    failed = {e.step_key for e in events_of(result, "STEP_FAILURE")}
+    assert failed == {"execute_archive"}
+    succeeded = {e.step_key for e in events_of(result, "STEP_SUCCESS")}
+    assert {"plan_archive", "plan_html_site", "execute_html_site", "plan_latest", "execute_latest"} <= succeeded
+    # the other bundle of the failing destination is still published, like the CLI
+    assert (tmp_path / "out" / "archive" / "2026-06-08" / ".distributor.json").is_file()
+    assert unmanaged.read_text() == "not published by distributor\n"
+    failures = [e for e in observations(result) if meta(e, "status") == "failed"]
+    (failure,) = failures
+    assert meta(failure, "action") == "fail_unmanaged"
+    assert meta(failure, "source_bundle_path") == "2026-06-07"
+    assert meta(failure, "error") == "fail_unmanaged: destination has content but no distributor state"
+    assert (tmp_path / "out" / "site" / "2026-06-07" / "report.html").is_file()
+
+
+def test_an_invalid_bundle_fails_validate_before_any_destination_is_touched(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    (source / "2026-06-08" / "report.md").write_text("# changed after the manifest\n")
+    result = publish(config)
+    assert not result.success
+    assert [e.step_key for e in events_of(result, "STEP_FAILURE")] == ["validate"]
+    started = {e.step_key for e in events_of(result, "STEP_START")}
+    assert started == {"discover", "validate"}
+    failure = events_of(result, "STEP_FAILURE")[0].event_specific_data.error
+    assert "invalid source bundle 2026-06-08" in failure.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    selected = {"destination": "html-site", "bundle_path": "2026-06-07"}
+    result = publish(config, {"ops": {"discover": {"config": selected}}})
+    assert result.success
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["site"]
+    assert sorted(p.name for p in (tmp_path / "out" / "site").iterdir()) == ["2026-06-07"]
+    skipped = {e.step_key for e in events_of(result, "STEP_SKIPPED")}
+    assert skipped == {"execute_archive", "execute_latest"}
+
+
+def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    for flag in ("force", "republish"):
+        result = publish(config, {"ops": {"discover": {"config": {flag: True}}}})
+        assert not result.success
+        error = events_of(result, "STEP_FAILURE")[0].event_specific_data.error.message
+        assert f"{flag} requires a run that targets exactly one destination" in error
+    assert not (tmp_path / "out").exists()
+    assert publish(config).success
+    forced = publish(config, {"ops": {"discover": {"config": {"destination": "archive", "republish": True}}}})
+    assert forced.success
+    assert {meta(e, "action") for e in materializations(forced)} == {"replace_older"}
+    assert {meta(e, "reason") for e in materializations(forced)} == {"republish of same source requested"}
+
+
+def test_unknown_destination_fails_discover(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    result = publish(config, {"ops": {"discover": {"config": {"destination": "nope"}}}})
+    assert not result.success
+    error = events_of(result, "STEP_FAILURE")[0].event_specific_data.error.message
+    assert "pipeline reports.daily destination nope not found" in error
+
+
+SHARED = """\
+pipelines:
+  - id: site
+    source: {backend: local, path: source}
+    destinations:
+      - id: copy
+        backend: local
+        path: out/root
+        state: {mode: shared_root}
+        publish: {source: true, html: false}
+      - id: other
+        backend: local
+        path: out/elsewhere
+      - id: html
+        backend: local
+        path: out/root
+        state: {mode: shared_root}
+        publish: {source: false, html: true}
+        transform: {markdown_to_html: {enabled: true}}
+"""
+
+
+def test_execute_steps_sharing_a_root_share_a_pool_and_run_in_config_order(tmp_path: Path) -> None:
+    copy_example_bundle(tmp_path / "source")
+    config = write_config(tmp_path, SHARED)
+    job = build_definitions(config).resolve_job_def("publish_site")
+    nodes = ("execute_copy", "execute_other", "execute_html")
+    pools = {node: job.graph.node_named(node).definition.pool for node in nodes}
+    assert pools["execute_copy"] == pools["execute_html"] == f"distributor/local:{tmp_path / 'out' / 'root'}"
+    assert pools["execute_other"] == f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
+    assert job.graph.node_named("plan_copy").definition.pool is None
+
+    result = job.execute_in_process(raise_on_error=False)
+    assert result.success
+    order = [(e.event_type_value, e.step_key) for e in result.all_events
+             if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("execute_")]
+    assert order == [
+        ("STEP_START", "execute_copy"), ("STEP_SUCCESS", "execute_copy"),
+        ("STEP_START", "execute_other"), ("STEP_SUCCESS", "execute_other"),
+        ("STEP_START", "execute_html"), ("STEP_SUCCESS", "execute_html"),
+    ]
+    state = json.loads((tmp_path / "out" / "root" / ".distributor.json").read_text())
+    assert {o["destination_id"] for o in state["owners"]} == {"copy", "html"}
+
+
+def test_runs_carry_the_pipeline_tag(tmp_path: Path, source: Path) -> None:
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    job = build_definitions(config).resolve_job_def("publish_reports_daily")
+    assert job.tags["distributor/pipeline"] == "reports.daily"
+    result = job.execute_in_process(run_config={"ops": {"discover": {"config": {"dry_run": True}}}})
+    assert result.dagster_run.tags["distributor/pipeline"] == "reports.daily"
