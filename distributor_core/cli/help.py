@@ -11,7 +11,7 @@ ROOT_INTRO = "distributor publishes validated source bundles to local, SFTP and 
 def _columns(rows: list[tuple[str, str]], indent: str = "  ", width: int = 16) -> list[str]:
     lines = []
     for name, text in rows:
-        if len(name) >= width - 1:
+        if len(name) >= width:
             lines.append(f"{indent}{name}")
             lines.append(f"{indent}{' ' * width}{text}")
         else:
