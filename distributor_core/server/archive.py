@@ -139,9 +139,8 @@ class _Extractor:
     file needs it, so empty or unlisted directories never reach the disk.
     """
 
-    def __init__(self, root: Path, *, durable: bool) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.durable = durable
         self.dirs: set[str] = set()
         #: every directory path named by an entry or implied as an ancestor of one
         self.implied: set[str] = set()
@@ -213,36 +212,6 @@ class _Extractor:
         finally:
             os.close(fd)
 
-    def sync(self) -> None:
-        """Make the extracted files durable: one ``syncfs`` where available, else per file."""
-        if _syncfs(self.root_fd):
-            return
-        for name in self.files:
-            fd = os.open(self.root.joinpath(*name.split("/")), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        for rel in sorted(self.dirs, key=lambda d: -d.count("/")):
-            fd = os.open(self.root / rel, _DIR_FLAGS)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.fsync(self.root_fd)
-
-
-def _syncfs(fd: int) -> bool:
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        syncfs = libc.syncfs
-    except (OSError, AttributeError):
-        return False
-    return syncfs(fd) == 0
-
 
 def _read_member(source: BinaryIO, size: int) -> bytes:
     try:
@@ -277,26 +246,23 @@ def extract_bundle(
     compressed: bool,
     max_bytes: int,
     max_entries: int = MAX_ENTRIES,
-    durable: bool = True,
 ) -> Manifest:
     """Extract ``archive`` into the new directory ``dest`` and validate it as one source bundle.
 
     Raises :class:`ArchiveError`, :class:`InvalidBundleError` or :class:`TooLargeError`; the
-    caller removes ``dest`` on failure. ``dest`` must not exist.
+    caller removes ``dest`` on failure. ``dest`` must not exist. Nothing is fsynced here: the
+    caller makes an accepted upload durable in one step (see ``staging.sync_tree``).
     """
     dest_path = Path(dest)
-    extractor = _Extractor(dest_path, durable=durable)
+    extractor = _Extractor(dest_path)
     try:
         with open(archive, "rb") as raw:
             stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
             cap = max_bytes + HEADER_ALLOWANCE * (max_entries + 2)
             _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, max_entries=max_entries)
-        manifest = _check_bundle(dest_path, extractor)
-        if durable:
-            extractor.sync()
+        return _check_bundle(dest_path, extractor)
     finally:
         extractor.close()
-    return manifest
 
 
 def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, max_entries: int) -> None:

@@ -184,16 +184,20 @@ class PipelineStaging:
         return directory
 
     def next_seq(self) -> int:
+        """The next admission number. ``.seq`` keeps the highest one issued, so numbers are never
+        reused after every record expired; the records themselves carry theirs (no fsync here)."""
         self.last_seq += 1
         sg.atomic_write(self.path / sg.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=".seq.tmp-",
-                        durable=self.durable)
+                        durable=False)
         return self.last_seq
 
-    def write_index(self, token_id: str, key_hash: str, run_id: str) -> None:
+    def write_index(self, token_id: str, key_hash: str, run_id: str, *, durable: bool = True) -> Path:
         directory = self.index_root / token_id
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, 0o700)
-        sg.atomic_write(directory / key_hash, f"{run_id}\n".encode(), durable=self.durable)
+        path = directory / key_hash
+        sg.atomic_write(path, f"{run_id}\n".encode(), durable=durable and self.durable)
+        return path
 
     def remove_index(self, token_id: str, key_hash: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -206,9 +210,11 @@ class PipelineStaging:
         whose record does not exist, which the next startup drops; never an accepted upload
         that a retry could duplicate.
         """
-        sg.atomic_write(incoming / sg.RECORD_NAME, _record_bytes(record), durable=self.durable)
+        sg.atomic_write(incoming / sg.RECORD_NAME, _record_bytes(record), durable=False)
+        extra: list[Path] = []
         if record.idempotency_key is not None:
-            self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id)
+            extra.append(self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id,
+                                          durable=False))
         target = self.path / record.run_id
         try:
             os.rename(incoming, target)
@@ -216,7 +222,8 @@ class PipelineStaging:
             if record.idempotency_key is not None:
                 self.remove_index(record.token_id, key_sha256(record.idempotency_key))
             raise
-        if self.durable:
+        if self.durable:  # bundle, record, index entry and renames in one step, before the 202
+            sg.sync_tree(target, extra)
             sg.fsync_dir(self.path)
 
     def discard(self, run_id: str, token_id: str, key: str | None) -> None:

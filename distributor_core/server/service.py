@@ -195,9 +195,7 @@ class UploadService:
         if content_length is not None and content_length > pipeline.max_upload_size:
             raise errors.too_large()
         scope = (token_id, pipeline_id, key) if key is not None else None
-        self.expire()
-        if self.mode == "dagster":
-            self._refresh_unfinished()
+        self.expire()  # in dagster mode this also re-reads the statuses the publish runs wrote
         with self._lock:
             if scope is not None and scope in self._inflight:
                 raise errors.key_in_flight()
@@ -236,7 +234,7 @@ class UploadService:
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         try:
             return extract_bundle(
-                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, durable=self.durable
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit
             )
         finally:
             ticket.archive.unlink(missing_ok=True)

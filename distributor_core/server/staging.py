@@ -53,8 +53,8 @@ FINISHED_STATUSES = frozenset({SUCCEEDED, FAILED})
 #: ``<pipeline id>.<YYYYMMDDTHHMMSSZ>.<8 lowercase hex>``
 RUN_ID_RE = re.compile(r"(?P<pipeline>[A-Za-z0-9][A-Za-z0-9._-]*)\.(?P<stamp>[0-9]{8}T[0-9]{6}Z)\.[0-9a-f]{8}")
 
-_DIR_MODE = 0o700
 _FILE_MODE = 0o600
+MAX_RECORD_SIZE = 64 * 1024 * 1024
 
 
 class RecordError(ValueError):
@@ -265,6 +265,30 @@ def atomic_write(path: Path, data: bytes, *, temp_prefix: str = TEMP_PREFIX, dur
         fsync_dir(path.parent)
 
 
+def sync_tree(root: Path, extra: Iterable[Path] = ()) -> None:
+    """Make everything below ``root`` (and the ``extra`` files) durable: every file and directory
+    below ``root``, each of ``extra`` and its directory are fsynced. Targeted on purpose: a
+    ``syncfs`` would also wait for every other writer on the filesystem."""
+    directories = {root}
+    for dirpath, dirnames, filenames in os.walk(root):
+        directories.update(Path(dirpath) / d for d in dirnames)
+        for name in filenames:
+            _fsync_path(Path(dirpath) / name)
+    for path in extra:
+        _fsync_path(path)
+        directories.add(path.parent)
+    for directory in directories:
+        fsync_dir(directory)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def remove_tree(path: Path) -> None:
     """Remove a directory tree; a missing tree is fine."""
     with contextlib.suppress(FileNotFoundError):
@@ -285,13 +309,9 @@ def parse_record(data: bytes) -> UploadRecord:
 def read_record(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
     """Read one record; :class:`FileNotFoundError` when there is none, :class:`RecordError` when
     it is malformed or belongs to another run id."""
-    path = record_path(staging_path, run_id)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(64 * 1024 * 1024)
-    finally:
-        os.close(fd)
+    fd = os.open(record_path(staging_path, run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(MAX_RECORD_SIZE)
     record = parse_record(data)
     if record.run_id != run_id:
         raise RecordError(f"upload record in {run_id} names run {record.run_id}")
@@ -349,16 +369,18 @@ def write_record(staging_path: str | os.PathLike[str], record: UploadRecord, *, 
 
 
 def transition(
-    staging_path: str | os.PathLike[str], run_id: str, **changes: Any
+    staging_path: str | os.PathLike[str], run_id: str, *, durable: bool = True, **changes: Any
 ) -> UploadRecord:
     """Read a record, apply ``changes`` (dataclass fields) and write it back."""
     record = replace(read_record(staging_path, run_id), **changes)
-    write_record(staging_path, record)
+    write_record(staging_path, record, durable=durable)
     return record
 
 
 def mark_queued(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
-    return transition(staging_path, run_id, status=QUEUED)
+    """``accepted`` → ``queued`` (inline publisher). Not fsynced: after a crash both statuses are
+    re-queued alike."""
+    return transition(staging_path, run_id, durable=False, status=QUEUED)
 
 
 def mark_running(

@@ -26,7 +26,7 @@ def _extract(data: bytes, *, compressed: bool, max_bytes: int = 1 << 20) -> None
         before = snapshot(base)
         dest = base / "bundle"
         try:
-            manifest = extract_bundle(archive, dest, compressed=compressed, max_bytes=max_bytes, durable=False)
+            manifest = extract_bundle(archive, dest, compressed=compressed, max_bytes=max_bytes)
         except StagingError as exc:
             assert exc.status_code in (400, 413)
             assert str(exc).startswith(("invalid upload archive: ", "invalid source bundle: ")) or isinstance(
