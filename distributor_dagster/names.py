@@ -79,6 +79,7 @@ class DestinationNames:
     pipeline_id: str
     destination_id: str
     asset_key: tuple[str, ...]
+    publish_job: str
     prune_job: str
     reconcile_job: str
     checks_op: str
@@ -135,6 +136,7 @@ def _destination_names(
         pipeline_id=pipeline.id,
         destination_id=destination.id,
         asset_key=asset_key,
+        publish_job=publish_job,
         prune_job=prune_job,
         reconcile_job=reconcile_job,
         checks_op=checks_op,

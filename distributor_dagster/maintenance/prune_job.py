@@ -89,7 +89,7 @@ def prune_job(site: Site, pipeline: Pipeline, destination: Destination, names: D
                 report = prune(
                     site.config, pipeline_id=pipeline.id, destination_id=destination.id, dry_run=False,
                     bundle_path=section.bundle_path, now=planned.now, environment=site.environment(),
-                    holder=holder(context.job_name, context.run_id, "apply_prune"),
+                    holder=holder(job, context.run_id, "apply_prune"),
                 )
                 error = ""
             except PruneError as exc:

@@ -45,7 +45,7 @@ def repair_job(site: Site, pipeline: Pipeline, destination: Destination, names: 
                 report = reconcile_state(
                     site.config, pipeline_id=pipeline.id, destination_id=destination.id,
                     all_owners=config.all_owners, dry_run=dry_run, bundle_path=path, now=now,
-                    environment=site.environment(), holder=holder(context.job_name, context.run_id, "reconcile_state"),
+                    environment=site.environment(), holder=holder(job, context.run_id, "reconcile_state"),
                 )
             except ReconcileStateError as exc:
                 sections.add(path, exc.report, str(exc))

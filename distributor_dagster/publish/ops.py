@@ -199,7 +199,7 @@ def plan_op(site: Site, pipeline: Pipeline, destination: Destination, names: Des
             return
         result = DestinationPlan(destination.id)
         try:
-            step = holder(context.job_name, context.run_id, names.plan_node)
+            step = holder(names.publish_job, context.run_id, names.plan_node)
             result.entries = _publish(site, pipeline, destination, selection, bundles, dry_run=True, lock_holder=step)
         except Exception as exc:  # the execute step plans again under the lock and reports it
             result.error = f"planning failed: {exc}"
@@ -240,7 +240,7 @@ def execute_op(
                 result.entries = list(plan.entries)
                 result.error = plan.error
             else:
-                step = holder(context.job_name, context.run_id, names.execute_node)
+                step = holder(names.publish_job, context.run_id, names.execute_node)
                 result.entries = _publish(
                     site, pipeline, destination, selection, bundles, dry_run=False, lock_holder=step
                 )

@@ -1,15 +1,28 @@
 """Finding the uploads a tick must request, cheaply (resolutions D1).
 
-The cursor holds the highest admission ``seq`` handled and the accept stamp of its run id. A tick
-first compares the staging path's ``.seq`` (the highest ``seq`` ever issued) with the cursor and
-stops there when nothing was admitted. Otherwise it lists record directory names (no file reads)
-and reads only the records whose run id stamp is not older than the cursor's stamp minus a
-margin; older records were handled by earlier ticks.
+The server admits an upload under a per-pipeline lock: it takes the time, builds the run id
+``<pipeline>.<YYYYMMDDTHHMMSSZ>.<hex>`` from it, issues the next ``seq`` (recorded in ``.seq``) and
+renames the record into place. So run id stamps follow ``seq`` order, and a record never becomes
+visible after a record with a higher ``seq``.
+
+The cursor holds the highest ``seq`` handled and the stamp of its run id. A tick:
+
+1. reads ``.seq``; when it is not above the cursor, nothing was admitted and the tick ends;
+2. lists record directory names (no file reads) and keeps those whose stamp is at most
+   :data:`STAMP_MARGIN` older than the cursor's stamp (older ones were handled by earlier ticks;
+   the margin absorbs clock adjustments between admissions);
+3. reads those records in stamp order, within a time budget, and requests the pending ones
+   (``accepted``, ``queued``) above the cursor's ``seq`` in ``seq`` order.
+
+When the budget runs out (a first tick over a large staging area), the cursor also remembers the
+last name read and the next tick continues after it, so every tick stays short.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,16 +30,21 @@ from pathlib import Path
 from distributor_core.server import staging
 
 CURSOR_VERSION = 1
-#: Records whose run id stamp is this much older than the cursor's are not read again (clock
-#: adjustments between two admissions stay within it).
+#: Records whose run id stamp is this much older than the cursor's are not read again.
 STAMP_MARGIN = timedelta(minutes=5)
+#: Seconds a tick may spend reading records before it continues on the next tick.
+READ_BUDGET = 0.5
 _STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
 @dataclass(frozen=True)
 class UploadCursor:
+    """``seq``/``stamp``: the last record handled; ``resume``: the last name read by a tick that
+    ran out of time (empty when the previous scan completed)."""
+
     seq: int = 0
     stamp: str = ""
+    resume: str = ""
 
     @classmethod
     def parse(cls, text: str | None) -> UploadCursor:
@@ -36,24 +54,34 @@ class UploadCursor:
             data = json.loads(text)
             if data.get("v") != CURSOR_VERSION:
                 return cls()
-            return cls(int(data.get("seq", 0)), str(data.get("stamp", "")))
+            return cls(int(data.get("seq", 0)), str(data.get("stamp", "")), str(data.get("resume", "")))
         except (ValueError, TypeError, AttributeError):
             return cls()
 
     def format(self) -> str:
-        return json.dumps({"v": CURSOR_VERSION, "seq": self.seq, "stamp": self.stamp}, separators=(",", ":"))
+        data: dict[str, object] = {"v": CURSOR_VERSION, "seq": self.seq, "stamp": self.stamp}
+        if self.resume:
+            data["resume"] = self.resume
+        return json.dumps(data, separators=(",", ":"))
 
 
-def _stamp(run_id: str) -> str:
+def run_id_stamp(run_id: str) -> str:
     match = staging.RUN_ID_RE.fullmatch(run_id)
     return match["stamp"] if match else ""
 
 
-def _window_start(stamp: str) -> str:
+def _sort_key(run_id: str) -> tuple[str, str]:
+    return (run_id_stamp(run_id), run_id)
+
+
+def window_start(stamp: str) -> str:
     """The oldest run id stamp a tick still reads (stamps sort as text)."""
     if not stamp:
         return ""
-    moment = datetime.strptime(stamp, _STAMP_FORMAT) - STAMP_MARGIN
+    try:
+        moment = datetime.strptime(stamp, _STAMP_FORMAT) - STAMP_MARGIN
+    except ValueError:
+        return ""
     return moment.strftime(_STAMP_FORMAT)
 
 
@@ -71,26 +99,52 @@ class UploadScan:
     cursor: UploadCursor = field(default_factory=UploadCursor)
     read: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
-    #: True when ``.seq`` showed nothing new and no record was read
+    #: ``.seq`` showed nothing new: no name was listed, no record read
     idle: bool = False
+    #: the read budget ran out; the next tick continues after ``cursor.resume``
+    partial: bool = False
 
 
-def scan_staging(staging_path: Path, cursor: UploadCursor, *, max_requests: int) -> UploadScan:
-    """Pending records admitted after ``cursor`` in ``seq`` order (at most ``max_requests``), and
-    the cursor after them. Records admitted after the cursor that are no longer pending (another
-    publisher or a manual run took them) are passed over."""
-    issued = issued_seq(staging_path)
-    if issued is not None and issued <= cursor.seq:
-        return UploadScan(cursor=cursor, idle=True)
-    since = _window_start(cursor.stamp)
-    names = [name for name in staging.iter_run_ids(staging_path) if _stamp(name) >= since]
+def _candidates(staging_path: Path, cursor: UploadCursor) -> list[str]:
+    names = staging.iter_run_ids(staging_path)
+    if cursor.resume:
+        after = _sort_key(cursor.resume)
+        chosen = [name for name in names if _sort_key(name) > after]
+    else:
+        since = window_start(cursor.stamp)
+        chosen = [name for name in names if run_id_stamp(name) >= since]
+    chosen.sort(key=_sort_key)
+    return chosen
+
+
+def scan_staging(
+    staging_path: Path,
+    cursor: UploadCursor,
+    *,
+    max_requests: int,
+    budget: float = READ_BUDGET,
+    clock: Callable[[], float] = time.monotonic,
+) -> UploadScan:
+    """Pending records admitted after ``cursor``, in ``seq`` order (at most ``max_requests``),
+    and the cursor after them. Records above the cursor that are no longer pending (a manual run
+    took them, or they expired) are passed over."""
+    if not cursor.resume:
+        issued = issued_seq(staging_path)
+        if issued is not None and issued <= cursor.seq:
+            return UploadScan(cursor=cursor, idle=True)
     scan = UploadScan(cursor=cursor)
+    deadline = clock() + budget
     records: list[staging.UploadRecord] = []
-    for run_id in names:
+    last_read = ""
+    for run_id in _candidates(staging_path, cursor):
+        if clock() > deadline:
+            scan.partial = True
+            break
+        last_read = run_id
         try:
             record = staging.read_record(staging_path, run_id)
         except FileNotFoundError:
-            continue
+            continue  # expired, or being promoted: a later tick sees it
         except (OSError, staging.RecordError) as exc:
             scan.errors.append((run_id, str(exc)))
             continue
@@ -98,12 +152,15 @@ def scan_staging(staging_path: Path, cursor: UploadCursor, *, max_requests: int)
         if record.seq > cursor.seq:
             records.append(record)
     records.sort(key=lambda r: (r.seq, r.run_id))
+    seq, stamp = cursor.seq, cursor.stamp
+    full = False
     for record in records:
         if record.pending:
             if len(scan.pending) >= max_requests:
+                full = True
                 break
             scan.pending.append(record)
-        scan.cursor = UploadCursor(record.seq, _stamp(record.run_id))
+        seq, stamp = record.seq, run_id_stamp(record.run_id)
+    resume = last_read if scan.partial and not full else ""
+    scan.cursor = UploadCursor(seq, stamp, resume)
     return scan
-
-

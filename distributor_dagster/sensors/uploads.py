@@ -47,7 +47,11 @@ def uploads_sensor(site: Site, pipeline: Pipeline, names: PipelineNames, job: dg
         for run_id, error in scan.errors:
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")
         requests = [upload_run_request(pipeline, record) for record in scan.pending]
-        skip = None if requests else ("no new uploads" if scan.idle else f"no accepted uploads ({scan.read} read)")
+        if scan.partial:
+            context.log.info(f"read {scan.read} upload record(s); the next tick continues the scan")
+        skip = None
+        if not requests:
+            skip = "no new uploads" if scan.idle else f"no accepted uploads among {scan.read} record(s) read"
         return dg.SensorResult(run_requests=requests, cursor=scan.cursor.format(), skip_reason=skip)
 
     return uploads

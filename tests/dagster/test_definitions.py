@@ -273,3 +273,15 @@ def test_the_component_loads_its_config_relative_to_its_defs_yaml() -> None:
             # relative paths inside the config resolve against the config file's directory (D4)
             spec = next(iter(defs.resolve_all_asset_specs()))
             assert spec.metadata["destination_root"] == "../demo-output/local-publish/archive"
+
+
+def test_workspace_yaml_loads_the_code_location(tmp_path: Path) -> None:
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path),
+           "DISTRIBUTOR_CONFIG": str(REPO / "examples" / "archive-and-latest.yml")}
+    run = subprocess.run(
+        [str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        capture_output=True, text=True, env=env, cwd=REPO,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "distributor" in run.stdout + run.stderr

@@ -12,8 +12,11 @@ import dagster as dg
 import pytest
 
 from distributor_core.app.run import RunOptions, run_config
+from distributor_core.bundle import load_manifest
 from distributor_core.config import load_config
+from distributor_core.source import SourceBundle
 from distributor_dagster import build_definitions
+from distributor_dagster.publish.model import Selection
 from tests.dagster.conftest import (
     copy_example_bundle,
     events_of,
@@ -287,3 +290,26 @@ def test_runs_carry_the_pipeline_tag(tmp_path: Path, source: Path) -> None:
     assert job.tags["distributor/pipeline"] == "reports.daily"
     result = job.execute_in_process(run_config={"ops": {"discover": {"config": {"dry_run": True}}}})
     assert result.dagster_run.tags["distributor/pipeline"] == "reports.daily"
+
+
+def test_execute_records_both_actions_when_the_plan_changed_before_the_lock(tmp_path: Path) -> None:
+    copy_example_bundle(tmp_path / "source")
+    config = write_config(
+        tmp_path, "pipelines:\n  - id: p\n    source: {backend: local, path: source}\n"
+        "    destinations:\n      - {id: d, backend: local, path: out}\n",
+    )
+    job = build_definitions(config).resolve_job_def("publish_p")
+    selection = Selection("p", ("",))
+    bundles = [SourceBundle("", load_manifest(tmp_path / "source"))]
+    (planned,) = list(job.graph.node_named("plan_d").definition(dg.build_op_context(), selection, bundles))
+    assert planned.value.entries[0].action == "publish_new"
+
+    assert job.execute_in_process().success  # another writer publishes between plan and execute
+
+    context = dg.build_op_context()
+    (output,) = list(job.graph.node_named("execute_d").definition(context, selection, bundles, planned.value))
+    (entry,) = output.value.entries
+    assert (entry.action, entry.planned_action) == ("skip_same", "publish_new")
+    (event,) = context.get_events()
+    assert isinstance(event, dg.AssetObservation)
+    assert meta(event, "action") == "skip_same" and meta(event, "planned_action") == "publish_new"
