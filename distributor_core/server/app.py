@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -51,10 +51,8 @@ ARCHIVE_TYPES = {"application/x-tar": False, "application/gzip": True, "applicat
 BEARER_PREFIX = "Bearer "
 
 
-class JSONBody(Response):
+class JSONBody(JSONResponse):
     """Compact Go-style JSON plus a newline (what Go's ``json.Encoder`` writes)."""
-
-    media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
         return (dumps_compact(content) + "\n").encode("utf-8")

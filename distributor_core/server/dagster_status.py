@@ -76,9 +76,20 @@ def _failure_message(instance: Any, dagster_run_id: str) -> str:
         for entry in instance.all_logs(dagster_run_id, of_type=event_type):
             event = entry.dagster_event
             data = getattr(event, "event_specific_data", None) if event is not None else None
-            error = getattr(data, "error", None)
-            message = getattr(error, "message", None) or (event.message if event is not None else None)
+            message = _innermost_message(getattr(data, "error", None)) or (
+                event.message if event is not None else None)
             if message:
                 step = f"step {event.step_key}: " if event is not None and event.step_key else ""
                 return f"{step}{message.strip().splitlines()[0]}"
     return "dagster run failed"
+
+
+def _innermost_message(error: Any) -> str:
+    """The user error inside Dagster's step-execution wrapper, without its class name."""
+    while error is not None and getattr(error, "cause", None) is not None:
+        error = error.cause
+    if error is None:
+        return ""
+    message = str(getattr(error, "message", "") or "")
+    prefix = f"{getattr(error, 'cls_name', '')}: "
+    return message[len(prefix):] if prefix != ": " and message.startswith(prefix) else message

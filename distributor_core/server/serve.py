@@ -54,12 +54,14 @@ def format_address(host: str, port: int) -> str:
 
 
 @contextmanager
-def _stop_on_signals(runtime: UploadRuntime) -> Iterator[None]:
-    """Outside uvicorn's own handling (it re-raises captured signals when it returns), SIGINT and
-    SIGTERM only ask the runtime to stop, so ``serve`` ends with exit code 0."""
+def _stop_on_signals(server: _Server) -> Iterator[None]:
+    """Outside uvicorn's own handling (before it starts, and when it re-raises the signals it
+    captured on return), SIGINT and SIGTERM only ask the server and the runtime to stop, so
+    ``serve`` ends with exit code 0."""
 
     def handler(_sig: int, _frame: Any) -> None:
-        runtime.request_stop()
+        server.runtime.request_stop()
+        server.should_exit = True
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -112,10 +114,10 @@ def serve(
         timeout_graceful_shutdown=int(grace),
     )
     server = _Server(uv_config, runtime)
-    err.write(f"distributor: serving HTTP upload API on {format_address(host, port)}\n")
-    err.flush()
     try:
-        with _stop_on_signals(runtime):
+        with _stop_on_signals(server):
+            err.write(f"distributor: serving HTTP upload API on {format_address(host, port)}\n")
+            err.flush()
             server.run(sockets=[sock])
     finally:
         sock.close()

@@ -1,0 +1,148 @@
+"""``--publisher dagster``: the server only stages; publish runs report through the staging helpers;
+``GET /runs`` overlays the Dagster run found by tag (resolutions D1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distributor_core.app.run import publish_source_bundle
+from distributor_core.server import staging as sg
+from distributor_core.server.dagster_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
+from distributor_core.storage.local import LocalStorage
+from tests.bundle.conftest import REPORT, SUMMARY
+from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, upload, write_setup
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_dagster_mode_stages_and_the_publish_run_reports_through_the_helpers(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site")
+    lookups: list[str] = []
+
+    def lookup(run_id: str) -> tuple[str, str | None, str] | None:
+        lookups.append(run_id)
+        return None
+
+    with serve_setup(setup, publisher="dagster", lookup_dagster_run=lookup) as server, server.client() as http:
+        ids = [upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"] for _ in range(2)]
+        assert http.get(f"/runs/{ids[0]}", headers=AUTH).json()["status"] == "accepted"
+        assert lookups == [ids[0]]
+        staging = setup.staging("reports")
+        # what the upload sensor sees: accepted records, admission order, no hashing
+        pending = sg.list_records(staging, statuses={"accepted"})
+        assert [r.run_id for r in pending] == ids
+        assert [r.bundle_id for r in pending] == ["reports.daily", "reports.daily"]
+        # what the publish run does
+        record = sg.mark_running(staging, ids[0], dagster_run_id="dagster-1")
+        assert (record.status, record.dagster_run_id) == ("running", "dagster-1")
+        report = publish_source_bundle(setup.config, "reports", LocalStorage(sg.bundle_dir(staging, ids[0])), "",
+                                       env=setup.env)
+        finished = sg.mark_finished(staging, ids[0], report=report, dagster_run_id="dagster-1")
+        assert finished.status == "succeeded" and finished.error == ""
+        assert not sg.bundle_dir(staging, ids[0]).exists()
+        view = http.get(f"/runs/{ids[0]}", headers=AUTH).json()
+        assert view["status"] == "succeeded" and view["dagster_run_id"] == "dagster-1"
+        assert view["report"]["actions"][0]["action"] == "publish_new"
+        assert lookups == [ids[0]]  # a finished record is answered from disk
+        assert [r.run_id for r in sg.list_records(staging, statuses={"accepted"})] == [ids[1]]
+    assert published(setup.destinations["reports/dest1"]) == {"report.md": REPORT, "summary.txt": SUMMARY}
+
+
+@pytest.mark.parametrize(
+    ("found", "expected"),
+    [
+        (("queued", "d-1", ""), {"status": "queued", "dagster_run_id": "d-1"}),
+        (("running", "d-2", ""), {"status": "running", "dagster_run_id": "d-2"}),
+        (("succeeded", "d-3", ""), {"status": "succeeded", "dagster_run_id": "d-3"}),
+        (("failed", "d-4", "step execute__archive: boom"), {"status": "failed", "dagster_run_id": "d-4",
+                                                           "error": "step execute__archive: boom"}),
+    ],
+)
+def test_status_overlay(tmp_path: Path, found: tuple[str, str, str], expected: dict[str, Any]) -> None:
+    setup = write_setup(tmp_path / "site")
+    with serve_setup(setup, publisher="dagster", lookup_dagster_run=lambda _: found) as server, \
+            server.client() as http:
+        run_id = upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"]
+        view = http.get(f"/runs/{run_id}", headers=AUTH).json()
+    assert {k: view.get(k) for k in expected} == expected
+    assert sg.read_record(setup.staging("reports"), run_id).status == "accepted"  # the overlay writes nothing
+
+
+def test_overlay_errors_never_show_host_paths_and_lookup_failures_fall_back(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site")
+    staging = setup.staging("reports")
+    calls = {"n": 0}
+
+    def lookup(run_id: str) -> tuple[str, str | None, str] | None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("instance unavailable")
+        return ("failed", "d-9", f"cannot read {staging}/{run_id}/bundle/report.md under {setup.root}")
+
+    with serve_setup(setup, publisher="dagster", lookup_dagster_run=lookup) as server, server.client() as http:
+        run_id = upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"]
+        assert http.get(f"/runs/{run_id}", headers=AUTH).json()["status"] == "accepted"
+        view = http.get(f"/runs/{run_id}", headers=AUTH).json()
+    assert view["status"] == "failed"
+    assert view["error"] == "cannot read <upload>/report.md under <config dir>"
+
+
+def test_mark_finished_failure_keeps_the_bundle_and_scrubs_paths(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site")
+    with serve_setup(setup, publisher="dagster") as server, server.client() as http:
+        run_id = upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"]
+        staging = setup.staging("reports")
+        sg.mark_running(staging, run_id)
+        record = sg.mark_finished(staging, run_id, error=f"disk full writing {staging}/{run_id}/bundle/x",
+                                  redact=[(str(setup.root), "<site>")])
+        assert (record.status, record.error) == ("failed", "disk full writing <upload>/x")
+        assert sg.bundle_dir(staging, run_id).is_dir()
+        failed_report = {"summary": {"failed": 1}, "pipelines": [], "actions": []}
+        record = sg.mark_finished(staging, run_id, report=failed_report)
+        assert (record.status, record.error) == ("failed", "run failed")
+        view = http.get(f"/runs/{run_id}", headers=AUTH).json()
+        assert view["status"] == "failed" and view["report"] == failed_report
+
+
+def test_status_map() -> None:
+    assert {name: map_dagster_status(name) for name in (
+        "QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING", "SUCCESS", "FAILURE", "CANCELED")} == {
+        "QUEUED": "queued", "NOT_STARTED": "queued", "STARTING": "queued", "STARTED": "running",
+        "CANCELING": "running", "SUCCESS": "succeeded", "FAILURE": "failed", "CANCELED": "failed"}
+    assert map_dagster_status("NEW_STATUS") is None
+
+
+@pytest.mark.dagster
+def test_default_lookup_reads_runs_by_tag_from_a_dagster_instance() -> None:
+    dagster = pytest.importorskip("dagster")
+
+    @dagster.op
+    def publish_ok() -> None:
+        return None
+
+    @dagster.op
+    def publish_fails() -> None:
+        raise RuntimeError("destination archive is locked")
+
+    @dagster.job
+    def good_job() -> None:
+        publish_ok()
+
+    @dagster.job
+    def bad_job() -> None:
+        publish_fails()
+
+    with dagster.DagsterInstance.ephemeral() as instance:
+        good = good_job.execute_in_process(instance=instance,
+                                           tags={UPLOAD_RUN_ID_TAG: "reports.20260101T000000Z.0000000a"})
+        bad = bad_job.execute_in_process(instance=instance, raise_on_error=False,
+                                         tags={UPLOAD_RUN_ID_TAG: "reports.20260101T000000Z.0000000b"})
+        lookup = DagsterRunLookup(instance)
+        assert lookup("reports.20260101T000000Z.0000000a") == ("succeeded", good.run_id, "")
+        status, run_id, error = lookup("reports.20260101T000000Z.0000000b")  # type: ignore[misc]
+        assert (status, run_id) == ("failed", bad.run_id)
+        assert error == "step publish_fails: destination archive is locked"
+        assert lookup("reports.20260101T000000Z.0000000c") is None
