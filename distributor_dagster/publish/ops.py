@@ -175,9 +175,11 @@ def _publish(
 
 def _describe(entry: ActionReport) -> str:
     where = f"bundle {lp.display_path(entry.bundle_path)} -> {lp.display_path(entry.destination_path)}"
-    if entry.action is None:
+    if not entry.failed:
+        return f"{where}: {entry.action} ({entry.reason})"
+    if entry.action is None or entry.error.startswith(f"{entry.action}:"):
         return f"{where}: {entry.error}"
-    return f"{where}: {entry.action} ({entry.reason})" + (f": {entry.error}" if entry.failed else "")
+    return f"{where}: {entry.action} failed: {entry.error}"
 
 
 def _priority(pipeline: Pipeline, destination: Destination) -> str:

@@ -1,0 +1,1 @@
+"""Example dg project publishing bundles with distributor."""
