@@ -49,29 +49,32 @@ class Owner:
         return f"pipeline {self.pipeline_id} destination {self.destination_id}"
 
 
+#: Dagster requires job, op and check-op names to be unique together (they are all graph nodes).
+_SHARED = {"job": "node", "op": "node"}
+
+
 class NameRegistry:
     """Every name one ``build_definitions`` call generates, each with its owner.
 
-    Names live in namespaces (``job``, ``op``, ``asset``, ...) because Dagster checks uniqueness
-    per kind of object. A second owner for a name raises :class:`NameCollisionError`.
+    Names live in namespaces because Dagster checks uniqueness per kind of object (jobs and ops
+    share one: both are graph definitions). A second owner for a name raises
+    :class:`NameCollisionError`.
     """
 
     def __init__(self) -> None:
-        self._owners: dict[tuple[str, str], Owner] = {}
+        self._owners: dict[tuple[str, str], tuple[Owner, str]] = {}
 
-    def claim(self, namespace: str, name: str, owner: Owner) -> str:
-        key = (namespace, name)
+    def claim(self, kind: str, name: str, owner: Owner) -> str:
+        key = (_SHARED.get(kind, kind), name)
         previous = self._owners.get(key)
-        if previous is not None and previous != owner:
+        if previous is not None and previous[0] != owner:
+            what = kind if previous[1] == kind else f"{previous[1]}/{kind}"
             raise NameCollisionError(
-                f"{previous.describe()} and {owner.describe()} both map to the Dagster {namespace} name "
+                f"{previous[0].describe()} and {owner.describe()} both map to the Dagster {what} name "
                 f"{name!r}; rename one of them (Dagster names allow only letters, digits and underscores)"
             )
-        self._owners[key] = owner
+        self._owners[key] = (owner, kind)
         return name
-
-    def names(self, namespace: str) -> list[str]:
-        return sorted(name for (space, name) in self._owners if space == namespace)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import dagster as dg
 import pytest
 import yaml
 from dagster.components.testing import create_defs_folder_sandbox
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from distributor_core.config import ConfigError, load_config
 from distributor_dagster import DistributorComponent, NameCollisionError, build_definitions
@@ -225,6 +227,26 @@ def test_destination_collisions_within_a_pipeline_name_both_pairs(tmp_path: Path
     assert "prune_site__html_v1" in message
 
 
+def test_job_names_and_op_names_share_one_namespace(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        """\
+        pipelines:
+          - id: p
+            source: {backend: local, path: src}
+            destinations:
+              - {id: x, backend: local, path: one}
+              - {id: x__load_state, backend: local, path: two}
+        """,
+    )
+    with pytest.raises(NameCollisionError) as raised:
+        build_definitions(config)
+    assert str(raised.value).startswith(
+        "pipeline p destination x and pipeline p destination x__load_state both map to the Dagster op/job name "
+        "'prune_p__x__load_state'"
+    )
+
+
 def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
     defs = build_definitions(
         REPO / "examples" / "fan-out.yml", name_prefix="team_", asset_key_prefix=["dist.ri"], sensor_interval=5,
@@ -285,3 +307,27 @@ def test_workspace_yaml_loads_the_code_location(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "distributor" in run.stdout + run.stderr
+
+
+# ids chosen so that sanitising and the ``__`` separators of generated names can meet
+PIPELINE_IDS = st.sampled_from(["a", "a_", "a.b", "a-b", "a__b", "a__b__c", "p"])
+DESTINATION_IDS = st.sampled_from(["a", "b", "c", "b__c", "b.c", "a__load_state", "x", "x__load_state", "plan_x"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pipelines=st.lists(st.tuples(PIPELINE_IDS, st.lists(DESTINATION_IDS, min_size=1, max_size=3, unique=True)),
+                          min_size=1, max_size=3, unique_by=lambda item: item[0]))
+def test_a_config_that_loads_never_collides_inside_dagster(tmp_path: Path, pipelines: list) -> None:
+    doc = {"pipelines": [
+        {"id": pid, "source": {"backend": "local", "path": "src"},
+         "destinations": [{"id": did, "backend": "local", "path": f"out/{i}/{j}"} for j, did in enumerate(dids)]}
+        for i, (pid, dids) in enumerate(pipelines)
+    ]}
+    config = tmp_path / "generated.yml"
+    config.write_text(yaml.safe_dump(doc))
+    try:
+        defs = build_definitions(config)
+    except NameCollisionError as exc:
+        assert " and pipeline " in str(exc)
+        return
+    dg.Definitions.validate_loadable(defs)
