@@ -306,8 +306,10 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
                 if not is_file:
                     extractor.add_dir(name)
                     continue
+                if member.size < 0:
+                    raise ArchiveError(f"{_entry(name)} has an invalid size")
                 total += member.size
-                if member.size < 0 or total > max_bytes:
+                if total > max_bytes:
                     raise TooLargeError("extracted content")
                 source = tar.extractfile(member) if member.size else None
                 extractor.add_file(name, member.size, source)  # type: ignore[arg-type]

@@ -199,9 +199,13 @@ class PipelineStaging:
         sg.atomic_write(path, f"{run_id}\n".encode(), durable=durable and self.durable)
         return path
 
-    def remove_index(self, token_id: str, key_hash: str) -> None:
+    def remove_index(self, token_id: str, key_hash: str, *, expected: str | None = None) -> None:
+        """Delete an idempotency entry; with ``expected``, only while it still names that run."""
+        path = self.index_root / token_id / key_hash
+        if expected is not None and _read_small(path) != expected:
+            return
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.index_root / token_id / key_hash)
+            os.unlink(path)
 
     def promote(self, incoming: Path, record: sg.UploadRecord) -> None:
         """Write the record next to the extracted bundle, then make it visible under its run id.
@@ -226,16 +230,18 @@ class PipelineStaging:
             sg.sync_tree(target, extra)
             sg.fsync_dir(self.path)
 
-    def discard(self, run_id: str, token_id: str, key: str | None) -> None:
-        """Expire a record: drop its idempotency entry, move its directory out of sight, delete it."""
+    def retire(self, run_id: str, token_id: str, key: str | None) -> Path | None:
+        """Expire a record: drop its idempotency entry (if it still names this run) and move its
+        directory into ``.incoming`` (out of sight of readers; swept at startup). Returns where it
+        went, for the caller to delete, or ``None`` when it was already gone."""
         if key is not None:
-            self.remove_index(token_id, key_sha256(key))
+            self.remove_index(token_id, key_sha256(key), expected=run_id)
         trash = self.incoming / f"expired-{secrets.token_hex(8)}"
         try:
             os.rename(self.path / run_id, trash)
         except FileNotFoundError:
-            return
-        sg.remove_tree(trash)
+            return None
+        return trash
 
 
 def _record_bytes(record: sg.UploadRecord) -> bytes:

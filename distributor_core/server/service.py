@@ -160,7 +160,30 @@ class UploadService:
             unfinished = [r for r in self._records.values() if not r.finished]
         order = {p.id: i for i, p in enumerate(upload_pipelines)}
         unfinished.sort(key=lambda r: (r.accepted_at, order[r.pipeline_id], r.seq))
-        return unfinished
+        return self._hand_over(unfinished)
+
+    def _hand_over(self, unfinished: list[sg.UploadRecord]) -> list[sg.UploadRecord]:
+        """Decide who finishes the unfinished records of a previous process.
+
+        A ``running`` record with a ``dagster_run_id`` belongs to a Dagster run and is left
+        alone in both modes. Inline mode returns every other unfinished record, to be
+        re-queued. Dagster mode turns records the inline publisher had queued or was running
+        back into ``accepted``, so the upload sensor picks them up; it returns nothing.
+        """
+        own = [r for r in unfinished if not (r.status == sg.RUNNING and r.dagster_run_id)]
+        owned = {r.run_id for r in own}
+        for record in unfinished:
+            if record.run_id not in owned:
+                log.warning("distributor: upload %s is running in Dagster run %s; leaving it to Dagster",
+                            record.run_id, record.dagster_run_id)
+        if self.mode == "inline":
+            return own
+        for record in own:
+            if record.status != sg.ACCEPTED:
+                updated = sg.transition(self.staging_path(record.pipeline_id), record.run_id, status=sg.ACCEPTED,
+                                        started_at=None)
+                self.update(updated)
+        return []
 
     def close(self) -> None:
         self.stop_janitor()
@@ -387,7 +410,9 @@ class UploadService:
                         scope = (record.pipeline_id, record.token_id, key_sha256(record.idempotency_key))
                         if self._index.get(scope) == record.run_id:
                             del self._index[scope]
-                pipeline.staging.discard(record.run_id, record.token_id, record.idempotency_key)
+                trash = pipeline.staging.retire(record.run_id, record.token_id, record.idempotency_key)
+            if trash is not None:  # deleted outside the lock: commits of the pipeline go on meanwhile
+                sg.remove_tree(trash)
             expired.append(record.run_id)
         return expired
 

@@ -228,3 +228,22 @@ def test_sync_tree_fsyncs_every_file_and_directory(tmp_path: Path, monkeypatch: 
     sg.sync_tree(tree, [extra])
     # 3 files (a.md, upload.json, entry) and 4 directories (record, bundle, sub, index)
     assert len(synced) == 3 + 4
+
+
+def test_switching_publishers_hands_unfinished_records_over(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site")
+    staging = setup.staging("reports")
+    archives = [bundle_archive(tmp_path, created=datetime(2026, 6, 8, hour, tzinfo=UTC)) for hour in (1, 2, 3)]
+    with serve_setup(setup, publisher="dagster") as server, server.client() as http:
+        ids = [upload(http, "reports", a).json()["run_id"] for a in archives]
+    # as a crashed inline server left them, plus one a Dagster run had started
+    sg.transition(staging, ids[0], status="running", started_at=datetime(2026, 6, 8, tzinfo=UTC))
+    sg.transition(staging, ids[1], status="queued")
+    sg.mark_running(staging, ids[2], dagster_run_id="dagster-run-7")
+    with serve_setup(setup, publisher="dagster"):
+        records = {r.run_id: r for r in sg.list_records(staging)}
+        assert [records[i].status for i in ids] == ["accepted", "accepted", "running"]
+        assert records[ids[0]].started_at is None
+    with serve_setup(setup) as server, server.client() as http:  # inline: leaves the Dagster run alone
+        assert [wait_status(http, i, "succeeded")["status"] for i in ids[:2]] == ["succeeded"] * 2
+        assert sg.read_record(staging, ids[2]).status == "running"
