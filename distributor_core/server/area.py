@@ -166,7 +166,10 @@ class PipelineStaging:
                 if scope not in index:
                     self.write_index(record.token_id, scope[1], record.run_id)
                     index[scope] = record.run_id
-        self.last_seq = max([self._read_seq(), *(r.seq for r in records)])
+        recorded = self._read_seq()
+        self.last_seq = max([recorded, *(r.seq for r in records)])
+        if self.last_seq != recorded:  # a lost .seq update (it is not fsynced): readers rely on it
+            sg.atomic_write(self.path / sg.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=".seq.tmp-")
         return records, index, report
 
     def _read_seq(self) -> int:

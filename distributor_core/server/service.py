@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from distributor_core.server import errors
 from distributor_core.server import staging as sg
 from distributor_core.server.archive import StagingError, extract_bundle
 from distributor_core.server.area import PipelineStaging, StagingSetupError, ensure_private_dir, key_sha256
+from distributor_core.server.redact import host_redactions
 from distributor_core.server.runids import RandomSuffix, new_run_id, random_suffix
 from distributor_core.timefmt import Clock, now_seconds
 
@@ -420,28 +421,6 @@ class UploadService:
 def _light(record: sg.UploadRecord) -> sg.UploadRecord:
     """The in-memory copy of a record keeps no report (status reads go to disk)."""
     return replace(record, report=None) if record.report is not None else record
-
-
-def host_redactions(config: Config) -> list[tuple[str, str]]:
-    """``(host path, placeholder)`` pairs scrubbed from errors and reports kept in records."""
-    pairs: list[tuple[str, str]] = [(str(config.base_dir), "<config dir>")]
-    pairs.append((str(config.server.http.staging_root), "<staging>"))
-    if config.secrets.resolved_directory is not None:
-        pairs.append((str(config.secrets.resolved_directory), "<secrets>"))
-    for pipeline in config.pipelines:
-        source = pipeline.source
-        if source.backend == "http_upload":
-            pairs.append((str(source.staging_path), "<staging>"))
-        for destination in pipeline.destinations:
-            storage = destination.storage
-            resolved = getattr(storage, "resolved_path", None)
-            if resolved is not None:
-                pairs.append((str(resolved), f"<destination {destination.id}>"))
-    return pairs
-
-
-def scrub_message(text: str, pairs: Iterable[tuple[str, str]]) -> str:
-    return sg.scrub(text, pairs)
 
 
 __all__ = [

@@ -11,6 +11,7 @@ import pytest
 from distributor_core.app.run import publish_source_bundle
 from distributor_core.server import staging as sg
 from distributor_core.server.dagster_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
+from distributor_core.server.redact import host_redactions
 from distributor_core.storage.local import LocalStorage
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, upload, write_setup
@@ -146,3 +147,15 @@ def test_default_lookup_reads_runs_by_tag_from_a_dagster_instance() -> None:
         assert (status, run_id) == ("failed", bad.run_id)
         assert error == "step publish_fails: destination archive is locked"
         assert lookup("reports.20260101T000000Z.0000000c") is None
+
+
+def test_host_redactions_cover_config_staging_and_local_destinations(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site", pipelines={"reports": 2})
+    pairs = dict(host_redactions(setup.config))
+    assert pairs[str(setup.root)] == "<config dir>"
+    assert pairs[str(setup.staging_root)] == "<staging>"
+    assert pairs[str(setup.staging("reports"))] == "<staging>"
+    assert pairs[str(setup.destinations["reports/dest2"])] == "<destination dest2>"
+    message = f"cannot write {setup.destinations['reports/dest2']}/report.md (config in {setup.root})"
+    assert sg.scrub(message, host_redactions(setup.config)) == (
+        "cannot write <destination dest2>/report.md (config in <config dir>)")

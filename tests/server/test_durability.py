@@ -137,7 +137,9 @@ def test_retention_expires_finished_records_only(tmp_path: Path) -> None:
         lock.unlink()
         wait_status(http, pending["run_id"], "succeeded")
     assert (setup.staging("good") / ".seq").read_text() == "2\n"
+    (setup.staging("good") / ".seq").write_text("1\n")  # an update lost in a crash (it is not fsynced)
     with serve_setup(setup) as server, server.client() as http:
+        assert (setup.staging("good") / ".seq").read_text() == "2\n"  # repaired from the records
         again = upload(http, "good", bundle_archive(tmp_path, created=datetime(2026, 6, 10, tzinfo=UTC))).json()
         assert sg.read_record(setup.staging("good"), again["run_id"]).seq == 3  # never reused
         wait_idle(server.service)
