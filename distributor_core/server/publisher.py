@@ -108,8 +108,11 @@ class InlinePublisher:
     def enqueue(self, record: sg.UploadRecord) -> None:
         """Place an upload in its pipeline's queue and record it as ``queued``."""
         if record.status != sg.QUEUED:
-            record = sg.mark_queued(self.service.staging_path(record.pipeline_id), record.run_id)
-            self.service.update(record)
+            try:
+                record = sg.mark_queued(self.service.staging_path(record.pipeline_id), record.run_id)
+                self.service.update(record)
+            except (OSError, sg.RecordError) as exc:  # the record is durable; publish it all the same
+                log.warning("distributor: could not mark upload %s queued: %s", record.run_id, exc)
         with self._cond:
             job = _Job(next(self._tickets), record.run_id, record.pipeline_id, record.seq)
             self._queues.setdefault(record.pipeline_id, deque()).append(job)

@@ -131,3 +131,48 @@ def test_admission_latency_under_concurrent_uploads(tmp_path: Path) -> None:
     print(f"\nadmission latency, 20 concurrent uploads: p50={p50 * 1000:.1f} ms p95={p95 * 1000:.1f} ms "
           f"max={ordered[-1] * 1000:.1f} ms")
     assert ordered[-1] < 10.0
+
+
+def test_stalled_body_times_out_and_frees_its_slot(tmp_path: Path) -> None:
+    setup = write_setup(tmp_path / "site", http={"queue_size": 1})
+    archive = bundle_archive(tmp_path)
+    stall = threading.Event()
+
+    def body() -> object:
+        yield archive[:50]
+        stall.wait(10)
+        yield archive[50:]
+
+    with serve_setup(setup, body_idle_timeout=0.3) as server, server.client() as http:
+        response = http.post("/v1/pipelines/reports/upload", content=body(), headers={
+            "Authorization": "Bearer reports-secret", "Content-Type": "application/gzip", "Idempotency-Key": "k"})
+        stall.set()
+        assert (response.status_code, response.json()) == (
+            400, {"error": "invalid upload archive: request body timed out"})
+        assert server.service.pending_count() == 0
+        assert list((setup.staging("reports") / sg.INCOMING_DIR).iterdir()) == []
+        assert upload(http, "reports", archive, key="k").status_code == 202  # key and slot are free again
+        wait_idle(server.service)
+
+
+def test_client_disconnect_mid_body_leaves_nothing(tmp_path: Path) -> None:
+    import socket
+
+    setup = write_setup(tmp_path / "site", http={"queue_size": 1})
+    with serve_setup(setup) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(b"POST /v1/pipelines/reports/upload HTTP/1.1\r\nHost: x\r\n"
+                        b"Authorization: Bearer reports-secret\r\nContent-Type: application/x-tar\r\n"
+                        b"Idempotency-Key: gone\r\nContent-Length: 100000\r\n\r\n" + b"\0" * 1000)
+            deadline = time.monotonic() + 10
+            while server.service.pending_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while server.service.pending_count() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.service.pending_count() == 0
+        assert list((setup.staging("reports") / sg.INCOMING_DIR).iterdir()) == []
+        with server.client() as http:
+            assert upload(http, "reports", bundle_archive(tmp_path), key="gone").status_code == 202
+        wait_idle(server.service)
