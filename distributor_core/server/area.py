@@ -195,16 +195,15 @@ class PipelineStaging:
         return self.last_seq
 
     def write_index(self, token_id: str, key_hash: str, run_id: str, *, durable: bool = True) -> Path:
-        directory = self.index_root / token_id
+        path = sg.idempotency_path(self.path, token_id, key_hash)
         with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
-        path = directory / key_hash
+            os.mkdir(path.parent, 0o700)
         sg.atomic_write(path, f"{run_id}\n".encode(), durable=durable and self.durable)
         return path
 
     def remove_index(self, token_id: str, key_hash: str, *, expected: str | None = None) -> None:
         """Delete an idempotency entry; with ``expected``, only while it still names that run."""
-        path = self.index_root / token_id / key_hash
+        path = sg.idempotency_path(self.path, token_id, key_hash)
         if expected is not None and _read_small(path) != expected:
             return
         with contextlib.suppress(FileNotFoundError):
