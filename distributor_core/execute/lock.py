@@ -26,6 +26,9 @@ from distributor_core.timefmt import Clock, format_seconds, now_seconds, parse_r
 
 DEFAULT_LEASE = 120.0
 DEFAULT_WAIT = 30.0
+#: times a lock write is retried when its staged temporary vanished under it (a lock holder's
+#: recovery sweeps unlisted temporaries in the bundle directory, contenders' included)
+_VANISHED_RETRIES = 5
 
 
 def _pid_alive(pid: int) -> bool:
@@ -156,16 +159,23 @@ class DestinationLock:
         deadline = time.monotonic() + self.wait
         delay = 0.05
         current: LockInfo | None = None
+        vanished = 0
         while True:
             info = self._info()
             try:
                 entry = self.storage.write_bytes(self.path, info.to_bytes(), overwrite=False)
             except StorageError as exc:
+                if exc.kind == ErrorKind.NOT_FOUND and vanished < _VANISHED_RETRIES:
+                    # the staged temporary of this attempt was swept by the holder's recovery
+                    # (it removes unlisted temporaries in the bundle directory): try again
+                    vanished += 1
+                    continue
                 if exc.kind not in (ErrorKind.ALREADY_EXISTS, ErrorKind.CONFLICT):
                     raise
             else:
                 self._acquired(entry.revision)
                 return
+            vanished = 0  # counts consecutive vanished attempts only
             found = self._read_current()
             if found is None:
                 continue
@@ -223,10 +233,36 @@ class DestinationLock:
             if found is None or found[0] is None or found[0].token != self.token:
                 self.lost = f"destination {self._display()} lock was taken over by another writer"
                 return
-            entry = self.storage.write_bytes(
-                self.path, self._info().to_bytes(), overwrite=True, if_revision=found[1]
-            )
-            self._revision = entry.revision
+            for attempt in range(_VANISHED_RETRIES + 1):
+                try:
+                    entry = self.storage.write_bytes(
+                        self.path, self._info().to_bytes(), overwrite=True, if_revision=found[1]
+                    )
+                except StorageError as exc:
+                    # a temporary swept by a concurrent recovery sweep: write it again
+                    if exc.kind != ErrorKind.NOT_FOUND or attempt == _VANISHED_RETRIES:
+                        raise
+                else:
+                    self._revision = entry.revision
+                    return
+
+    def confirm(self) -> bool:
+        """Re-read the lock file now: ``False`` (and :attr:`lost` set) when another writer has
+        taken the lock over (broken as stale while this holder stalled). An unreadable lock
+        cannot tell and counts as held."""
+        with self._io_lock:
+            if self.lost:
+                return False
+            if not self.held:
+                return True
+            try:
+                found = self._read_current()
+            except StorageError:
+                return True
+            if found is None or found[0] is None or found[0].token != self.token:
+                self.lost = f"destination {self._display()} lock was taken over by another writer"
+                return False
+            return True
 
     def ensure_held(self) -> None:
         """Raise a ``conflict`` error when the lock was lost (expired and taken by another writer)."""

@@ -18,7 +18,7 @@ from distributor_core.execute.lock import DEFAULT_LEASE, DEFAULT_WAIT, Destinati
 from distributor_core.plan.model import Plan, PlanError, PlanRequest
 from distributor_core.plan.planner import build_plan
 from distributor_core.state import StateError
-from distributor_core.storage.errors import StorageError
+from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import Clock, now_seconds
 
 #: Errors that fail one destination without stopping the others.
@@ -105,16 +105,25 @@ def publish(
             if plan.action.skipped:
                 outcome.status = "skipped"
                 return outcome
-            execution = execute_plan(
-                plan,
-                source=request.source,
-                destination=destination,
-                now=now_seconds(clock),
-                version=version or request.distributor_version,
-                holder=who,
-                lock=lock,
-                progress=progress,
-            )
+            try:
+                execution = execute_plan(
+                    plan,
+                    source=request.source,
+                    destination=destination,
+                    now=now_seconds(clock),
+                    version=version or request.distributor_version,
+                    holder=who,
+                    lock=lock,
+                    progress=progress,
+                )
+            except DESTINATION_ERRORS as exc:
+                if lock.confirm() or str(exc) == lock.lost:
+                    raise
+                # the lock expired while this run stalled and another writer took it: that is
+                # the cause to report, not whichever step then tripped over the other's work
+                raise StorageError(
+                    "lock", destination.backend, lock.path, ErrorKind.CONFLICT, message=f"{lock.lost} ({exc})"
+                ) from exc
             outcome.execution = execution
             outcome.warnings.extend(execution.warnings)
             return outcome
