@@ -44,6 +44,7 @@ from .conftest import (
     check_never_lies,
     count,
     hook_env,
+    records,
     run_cli,
     run_inprocess,
     semantic,
@@ -437,3 +438,151 @@ def _clean_result(work: Path, root: Path) -> dict[str, bytes]:
     result = tree(scratch)
     shutil.rmtree(scratch)
     return result
+
+
+# --------------------------------------------------------------------------- a second crash during recovery
+
+
+def _first_kill(calls: list[Call], first: str) -> KillPoint:
+    counts: dict[str, int] = {}
+    renames = 0
+    for call in calls:
+        counts[call.kind] = counts.get(call.kind, 0) + 1
+        nth = counts[call.kind]
+        if first == "before the last rename" and call.kind == "rename":
+            renames += 1
+            if renames == sum(1 for c in calls if c.kind == "rename"):
+                return KillPoint("rename", nth, "before", path=call.path)
+        if first == "during the state write" and call.kind == "write" and call.path.endswith(".distributor.json"):
+            return KillPoint("write", nth, "during", after_bytes=1, path=call.path)
+        if first == "after the first clean-up delete" and call.kind == "delete" and call.ok:
+            return KillPoint("delete", nth, "after", path=call.path)
+    raise AssertionError(first)
+
+
+@pytest.mark.parametrize(
+    "first", ["before the last rename", "during the state write", "after the first clean-up delete"]
+)
+def test_second_sigkill_during_the_recovering_run_then_converges(tmp_path: Path, first: str) -> None:
+    """The first run dies mid-publication (before its last rename: backups and other renames done;
+    during the state write; after the state write, in the clean-up). The next run,
+    which recovers its journal and then publishes, is itself killed at each of its mutating calls.
+    A third run converges, and in between the destination never lies."""
+    prepared = Prepared(SCENARIOS["replace"], _local_backend(tmp_path), tmp_path / "prep")
+    first_kill = _first_kill(probe(prepared), first)
+    probe_space = prepared.copy("first")
+    assert run_cli("run", "--config", str(probe_space.config),
+                   env=hook_env(DISTRIBUTOR_TEST_KILL=first_kill.spec)).code == -signal.SIGKILL
+    crashed = tree(probe_space.root)
+    trace = probe_space.work / "second-trace.txt"
+    result = run_cli("run", "--config", str(probe_space.config), env=hook_env(DISTRIBUTOR_TEST_TRACE=str(trace)))
+    assert result.code == 0, result.stderr
+    assert semantic(tree(probe_space.root)) == semantic(prepared.new)
+    calls = [Call(k, p, None if s == "-" else int(s), st == "ok")
+             for k, p, s, st in (line.split("\t") for line in trace.read_text().splitlines())]
+    points = kill_points(calls)
+    assert len(points) >= 5
+
+    def second(point: KillPoint) -> None:
+        label = f"after {first_kill}: second {point}"
+        space = prepared.copy("second")
+        shutil.rmtree(space.root)
+        space.root.mkdir()
+        for rel, data in crashed.items():
+            target = space.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        killed = run_cli("run", "--config", str(space.config), env=hook_env(DISTRIBUTOR_TEST_KILL=point.spec))
+        assert killed.code == -signal.SIGKILL, (label, killed.stderr)
+        check_never_lies(tree(space.root), previous=prepared.previous, new=prepared.new, label=label)
+        rerun = run_inprocess("run", "--config", str(space.config))
+        assert rerun.code == 0, (label, rerun.stderr)
+        final = tree(space.root)
+        check_consistent(final, unmanaged={}, label=label)
+        assert semantic(final) == semantic(prepared.new), label
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(second, points))
+    count("crash kill points (local, second kill while recovering)", len(points))
+
+
+# --------------------------------------------------------------------------- maintenance commands
+
+
+def _maintenance_root(root: Path) -> None:
+    from tests.repair.conftest import ARCHIVE, HTML, Dest, ago, shared_root_state
+
+    dest = Dest(root)
+    dest.put_state(shared_root_state([
+        ("reports/a.txt", ARCHIVE, ago(96)),
+        ("reports/b.txt", ARCHIVE, ago(72)),
+        ("html/keep.html", HTML, ago(500)),
+        ("reports/deep/c.txt", ARCHIVE, ago(48)),
+        ("reports/gone.txt", ARCHIVE, ago(30)),
+        ("reports/d.txt", ARCHIVE, ago(24)),
+    ]))
+    dest.path("reports/gone.txt").unlink()
+    dest.write("html/keep.html", b"<p>other owner</p>")
+    dest.write("unmanaged.txt", b"keep")
+
+
+@pytest.mark.parametrize("command", ["prune", "reconcile-state"])
+def test_sigkill_maintenance_commands_at_every_mutating_call(tmp_path: Path, command: str) -> None:
+    """``prune --apply`` and ``reconcile-state`` killed at every mutating call: state never
+    records a file that is gone (prune writes state before deleting), the other owner's file and
+    the unmanaged file stay, and running the command again ends where a clean run ends."""
+    from tests.repair.conftest import config_file
+
+    argv = [command, "--pipeline", "reports", "--destination", "archive"]
+    if command == "prune":
+        argv.append("--apply")
+
+    def space(name: str) -> tuple[Path, Path]:
+        work = tmp_path / name
+        work.mkdir()
+        root = work / "dest"
+        root.mkdir()
+        _maintenance_root(root)
+        config = config_file(work, root, prune={"enabled": True, "keep_latest": 1}, shared_root=True)
+        return root, config
+
+    ref_root, ref_config = space("reference")
+    previous = tree(ref_root)
+    assert run_inprocess(*argv, "--config", str(ref_config)).code in (0, 1)
+    expected = tree(ref_root)
+    assert expected != previous
+
+    probe_root, probe_config = space("probe")
+    trace = tmp_path / f"{command}-trace.txt"
+    probe_run = run_cli(*argv, "--config", str(probe_config), env=hook_env(DISTRIBUTOR_TEST_TRACE=str(trace)))
+    assert probe_run.code in (0, 1), probe_run.stderr
+    assert semantic(tree(probe_root)) == semantic(expected)
+    calls = [Call(k, p, None if s == "-" else int(s), st == "ok")
+             for k, p, s, st in (line.split("\t") for line in trace.read_text().splitlines())]
+    points = kill_points(calls)
+    assert len(points) >= 6
+
+    def one(index_point: tuple[int, KillPoint]) -> None:
+        index, point = index_point
+        label = f"{command}: {point}"
+        root, config = space(f"p{index}")
+        killed = run_cli(*argv, "--config", str(config), env=hook_env(DISTRIBUTOR_TEST_KILL=point.spec))
+        assert killed.code == -signal.SIGKILL, (label, killed.stderr)
+        files = tree(root)
+        assert files["html/keep.html"] == b"<p>other owner</p>" and files["unmanaged.txt"] == b"keep", label
+        state = files[".distributor.json"]
+        unchanged = state == previous[".distributor.json"]
+        if not unchanged and records(state) != records(expected[".distributor.json"]):
+            raise AssertionError(f"{label}: state is neither the previous nor the new one")
+        for path, _digest, _size, _owner in records(state):
+            # before the new state is written the old one stands (reconcile-state's input records
+            # a missing file); from then on no record names a file that is gone
+            assert path in files or unchanged, f"{label}: records {path}, which is gone"
+        again = run_inprocess(*argv, "--config", str(config))
+        assert again.code in (0, 1), (label, again.stderr)
+        final = tree(root)
+        assert semantic(final) == semantic(expected), (label, sorted(set(final) ^ set(expected)))
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(one, enumerate(points)))
+    count(f"crash kill points (local, {command})", len(points))

@@ -283,27 +283,50 @@ NAMES = st.sampled_from([
 KINDS = st.sampled_from(["file", "file", "file", "dir", "symlink", "hardlink", "fifo", "chr", "blk", "sparse"])
 
 
+SAFE_NAMES = st.sampled_from(["report.md", "summary.txt", "data/table.csv", "data/raw/2026.json", "é/ü.txt",
+                              "notes/a b.txt", "x" * 100])
+
+
 @st.composite
 def archives(draw: Callable[..., Any]) -> tuple[bytes, bool]:
-    """A tar (maybe gzip) of generated entries, usually with a manifest that lists some of them."""
+    """A tar (maybe gzip) of generated entries, usually with a manifest that lists some of them.
+
+    A third are valid bundles, a third valid bundles with one hostile change (an extra entry of
+    any name and type, a file left unlisted, a wrong digest or size), a third anything at all."""
+    mode = draw(st.sampled_from(["valid", "nearly", "wild"]))
     entries: list[tuple[str, str, bytes, str]] = []
-    for _ in range(draw(st.integers(0, 6))):
-        name = draw(NAMES)
-        kind = draw(KINDS)
-        data = draw(st.binary(max_size=64)) if kind == "file" else b""
-        target = draw(st.sampled_from(["report.md", "../../etc/passwd", "/etc/passwd", "data", "missing"]))
-        entries.append((name, kind, data, target))
+    if mode == "wild":
+        for _ in range(draw(st.integers(0, 6))):
+            name = draw(NAMES)
+            kind = draw(KINDS)
+            data = draw(st.binary(max_size=64)) if kind == "file" else b""
+            target = draw(st.sampled_from(["report.md", "../../etc/passwd", "/etc/passwd", "data", "missing"]))
+            entries.append((name, kind, data, target))
+    else:
+        for name in draw(st.lists(SAFE_NAMES, min_size=1, max_size=4, unique=True)):
+            if "/" in name and draw(st.booleans()):
+                entries.append((name.rsplit("/", 1)[0] + "/", "dir", b"", ""))
+            entries.append((name, "file", draw(st.binary(max_size=64)), ""))
     files = {name: data for name, kind, data, _ in entries if kind == "file"}
-    if draw(st.booleans()) or not files:
-        listed = [n for n in files if draw(st.booleans())] or list(files)[:1]
+    if mode != "wild" or draw(st.booleans()) or not files:
+        listed = list(files)
+        if mode == "wild":
+            listed = [n for n in files if draw(st.booleans())] or listed[:1]
+        perturb = draw(st.sampled_from(["extra", "unlisted", "sha", "size"])) if mode == "nearly" else ""
+        if perturb == "unlisted" and len(listed) > 1:
+            listed = listed[1:]
         records = []
         for path in listed:
             data = files[path]
-            wrong = draw(st.sampled_from(["", "", "", "sha", "size"]))
+            if mode == "wild":
+                wrong = draw(st.sampled_from(["", "", "", "sha", "size"]))
+            else:
+                wrong = perturb if perturb in ("sha", "size") and path == listed[0] else ""
             records.append({"path": path.removeprefix("./"),
                             "sha256": _sha(data + b"!") if wrong == "sha" else _sha(data),
                             "size": len(data) + (1 if wrong == "size" else 0)})
-        manifest = {"schema_version": 1, "id": draw(st.sampled_from(["reports.upload", "", "bad id!"])),
+        bundle_id = "reports.upload" if mode != "wild" else draw(st.sampled_from(["reports.upload", "", "bad id!"]))
+        manifest = {"schema_version": 1, "id": bundle_id,
                     "digest": "", "created": "2026-06-01T08:00:00Z", "files": records}
         try:
             from distributor_core.bundle import ManifestFile, bundle_digest
@@ -312,8 +335,14 @@ def archives(draw: Callable[..., Any]) -> tuple[bytes, bool]:
         except Exception:
             manifest["digest"] = "sha256:" + "0" * 64
         position = draw(st.integers(0, len(entries)))
-        mname = draw(st.sampled_from(["manifest.json", "manifest.json", "./manifest.json", "sub/manifest.json"]))
-        entries.insert(position, (mname, "file", json.dumps(manifest).encode(), ""))
+        names = ["manifest.json", "./manifest.json"] if mode != "wild" else [
+            "manifest.json", "manifest.json", "./manifest.json", "sub/manifest.json"]
+        entries.insert(position, (draw(st.sampled_from(names)), "file", json.dumps(manifest).encode(), ""))
+        if perturb == "extra":
+            kind = draw(KINDS)
+            entries.insert(draw(st.integers(0, len(entries))), (
+                draw(NAMES), kind, draw(st.binary(max_size=16)) if kind == "file" else b"",
+                draw(st.sampled_from(["report.md", "../../etc/passwd", "/etc/passwd"]))))
     fmt = draw(st.sampled_from([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT]))
     buffer = io.BytesIO()
     try:
@@ -392,15 +421,25 @@ def check_archive(data: bytes, compressed: bool, *, max_bytes: int = 64 * 1024) 
         return outcome
 
 
-OUTCOMES: dict[str, int] = {}
-
-
 @_settings("archive_structure")
 @given(archives())
 def test_archive_staging_on_generated_archives(case: tuple[bytes, bool]) -> None:
     count("generated cases: upload archive (generated)", 1)
-    outcome = check_archive(*case)
-    OUTCOMES[outcome] = OUTCOMES.get(outcome, 0) + 1
+    check_archive(*case)
+
+
+def test_generated_archives_reach_both_outcomes() -> None:
+    """The generator exercises acceptance as well as every kind of rejection."""
+    outcomes: list[str] = []
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(archives())
+    def sample(case: tuple[bytes, bool]) -> None:
+        outcomes.append(check_archive(*case))
+
+    sample()
+    assert outcomes.count("accepted") >= 15 and outcomes.count("rejected") >= 15, outcomes
 
 
 def _valid_archive() -> bytes:
