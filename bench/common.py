@@ -1,0 +1,372 @@
+"""Shared helpers of the benchmark scripts (not tests).
+
+Every scenario measures what a user runs (the ``distributor`` console script as a subprocess, or
+``run_config`` where the scenario says so) and its peer in the same process run, on the same
+data, alternating the order, and prints ours, the peer's and the ratio. Work happens under
+``bench/.work/`` (gitignored) and is removed at the end unless ``BENCH_KEEP=1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+WORK = BENCH / ".work"
+VENV_BIN = Path(sys.executable).parent
+DISTRIBUTOR = str(VENV_BIN / "distributor")
+RCLONE = shutil.which("rclone") or "rclone"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: repetitions of each timed command (the median is reported); BENCH_REPEAT overrides
+REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+# ---------------------------------------------------------------------------- machine
+
+
+def machine() -> str:
+    """One line naming the machine the figures were taken on."""
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+    fs = "?"
+    try:
+        out = subprocess.run(["df", "-T", str(ROOT)], capture_output=True, text=True, check=False).stdout
+        fs = out.splitlines()[1].split()[1]
+    except (OSError, IndexError):
+        pass
+    return (
+        f"{os.cpu_count()} cores ({model}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, "
+        f"{fs} under {ROOT}, Python {platform.python_version()}, {rclone_version()}"
+    )
+
+
+def rclone_version() -> str:
+    try:
+        out = subprocess.run([RCLONE, "version"], capture_output=True, text=True, check=False).stdout
+        return out.splitlines()[0].strip()
+    except (OSError, IndexError):
+        return "rclone missing (apt-get install -y rclone)"
+
+
+# ---------------------------------------------------------------------------- workspace
+
+
+def workdir(name: str) -> Path:
+    """A fresh ``bench/.work/<name>`` directory."""
+    path = WORK / name
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def cleanup(path: Path) -> None:
+    if os.environ.get("BENCH_KEEP") == "1":
+        print(f"(kept {path})")
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def reset_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def drop_dir_async(path: Path) -> None:
+    """Remove a directory, then sync so writeback of the previous round does not bleed into the
+    next measurement."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.sync()
+
+
+# ---------------------------------------------------------------------------- bundles
+
+
+def write_random_file(path: Path, size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        left = size
+        while left > 0:
+            n = min(left, 16 * MIB)
+            handle.write(rng.randbytes(n))
+            left -= n
+
+
+def make_bundle(root: Path, files: Sequence[tuple[str, int]], *, bundle_id: str = "bench", seed: int = 1) -> None:
+    """Write ``files`` (path, size) with pseudo-random content and a valid ``manifest.json``."""
+    from distributor_core.bundle import build_manifest, write_manifest
+
+    root.mkdir(parents=True, exist_ok=True)
+    for index, (name, size) in enumerate(files):
+        write_random_file(root / name, size, seed * 1_000_003 + index)
+    manifest = build_manifest(root, id=bundle_id, files=[name for name, _ in files])
+    write_manifest(root, manifest, overwrite=True)
+
+
+def write_config(path: Path, source: Path, destinations: Sequence[dict], *, pipeline: str = "bench") -> Path:
+    """A distributor YAML config with one local-source pipeline (JSON is valid YAML)."""
+    config = {
+        "pipelines": [
+            {
+                "id": pipeline,
+                "source": {"backend": "local", "path": str(source)},
+                "destinations": list(destinations),
+            }
+        ]
+    }
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------- timing
+
+
+@dataclass
+class Timed:
+    wall: float
+    maxrss_kib: int = 0
+    stdout: str = ""
+
+
+def run_timed(cmd: Sequence[str], *, env: dict | None = None, check: bool = True, cwd: Path | None = None) -> Timed:
+    """Run ``cmd``; wall-clock seconds and the child's peak RSS (``wait4``)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        list(cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+    out, err = b"", b""
+    # read pipes without deadlock, then reap with wait4 for the rusage of this child alone
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if check and proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited {proc.returncode}\nstdout: {out.decode(errors='replace')[-2000:]}\n"
+            f"stderr: {err.decode(errors='replace')[-2000:]}"
+        )
+    return Timed(wall=wall, maxrss_kib=usage.ru_maxrss, stdout=out.decode(errors="replace"))
+
+
+def median_of(
+    runs: dict[str, Callable[[], float]], *, repeat: int = REPEAT, before: Callable[[str], None] | None = None
+) -> dict[str, list[float]]:
+    """Call each named measurement ``repeat`` times, alternating (A B, B A, A B ...)."""
+    names = list(runs)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for round_ in range(repeat):
+        order = names if round_ % 2 == 0 else list(reversed(names))
+        for name in order:
+            if before is not None:
+                before(name)
+            samples[name].append(runs[name]())
+    return samples
+
+
+def med(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def best(values: Sequence[float]) -> float:
+    """The headline figure: the least-disturbed sample (the machine may be shared)."""
+    return min(values)
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def add_samples(report: "Report", samples: dict[str, list[float]], unit: str = "s") -> None:
+    """Record every sample, the median and the load average next to the headline (best) figures."""
+    parts = []
+    for name, values in samples.items():
+        shown = ",".join(f"{v:.3f}" for v in values)
+        parts.append(f"{name} best {min(values):.3f} median {med(values):.3f} [{shown}]")
+    report.notes.append(f"samples ({unit}, best of {len(next(iter(samples.values())))} alternating): " + "; ".join(parts))
+    report.notes.append(f"load average at the end: {loadavg()}")
+
+
+def distributor_run(config: Path, *extra: str) -> Timed:
+    return run_timed([DISTRIBUTOR, "run", "--config", str(config), "--format", "json", *extra])
+
+
+def rclone(*args: str) -> Timed:
+    return run_timed([RCLONE, "--config", "/dev/null", *args])
+
+
+def self_maxrss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------------------- physical limit
+
+
+def single_pass_rate(sources: Sequence[Path], target_dir: Path, buffer: int = 4 * MIB) -> float:
+    """Bytes/s of one pass read + sha256 + write over ``sources`` (no fsync), as in
+    shared/notes/test-peers.md: the physical ceiling of a verified copy on this machine."""
+    reset_dir(target_dir)
+    total = 0
+    buf = bytearray(buffer)
+    view = memoryview(buf)
+    start = time.perf_counter()
+    for index, src in enumerate(sources):
+        hasher = hashlib.sha256()
+        fd_in = os.open(src, os.O_RDONLY)
+        fd_out = os.open(target_dir / f"f{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            while True:
+                n = os.readv(fd_in, [buf])
+                if not n:
+                    break
+                hasher.update(view[:n])
+                os.write(fd_out, view[:n])
+                total += n
+        finally:
+            os.close(fd_in)
+            os.close(fd_out)
+        hasher.hexdigest()
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(target_dir)
+    return total / elapsed
+
+
+# ---------------------------------------------------------------------------- report
+
+
+@dataclass
+class Row:
+    metric: str
+    ours: float
+    peer: float | None
+    unit: str
+    target: str
+    met: bool | None
+    peer_name: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.peer in (None, 0):
+            return None
+        return self.ours / self.peer
+
+
+@dataclass
+class Report:
+    scenario: str
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, *args, **kwargs) -> Row:
+        row = Row(*args, **kwargs)
+        self.rows.append(row)
+        return row
+
+    def print(self) -> None:
+        print()
+        print(f"== {self.scenario}: {self.title}")
+        print(f"   machine: {machine()}")
+        for row in self.rows:
+            peer = f"{row.peer:.3f} {row.unit} ({row.peer_name})" if row.peer is not None else "-"
+            ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
+            met = {True: "MET", False: "MISSED", None: "n/a"}[row.met]
+            print(
+                f"   {row.metric}: ours {row.ours:.3f} {row.unit} | peer {peer} | ratio {ratio} | "
+                f"target {row.target} | {met}"
+            )
+        for note in self.notes:
+            print(f"   note: {note}")
+        sys.stdout.flush()
+
+    def to_dict(self) -> dict:
+        return {
+            "scenario": self.scenario,
+            "title": self.title,
+            "machine": machine(),
+            "rows": [
+                {
+                    "metric": r.metric,
+                    "ours": r.ours,
+                    "peer": r.peer,
+                    "peer_name": r.peer_name,
+                    "ratio": r.ratio,
+                    "unit": r.unit,
+                    "target": r.target,
+                    "met": r.met,
+                }
+                for r in self.rows
+            ],
+            "notes": self.notes,
+        }
+
+
+def save(report: Report) -> None:
+    """Print the report and keep the latest JSON under bench/.work/results/."""
+    report.print()
+    results = WORK / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{report.scenario}.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+
+
+# ---------------------------------------------------------------------------- a shared machine
+
+
+def cpu_busy(interval: float = 1.0) -> float:
+    """Fraction of all CPU time spent busy over ``interval`` seconds (from /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return idle, sum(fields)
+
+    idle0, total0 = sample()
+    time.sleep(interval)
+    idle1, total1 = sample()
+    total = total1 - total0
+    return 0.0 if total <= 0 else 1.0 - (idle1 - idle0) / total
+
+
+def wait_for_quiet(threshold: float = 0.25, max_wait: float = float(os.environ.get("BENCH_QUIET_WAIT", "300"))) -> str:
+    """Wait (up to ``max_wait`` s) until other processes leave the CPUs mostly idle, so the
+    figures measure us and the peer rather than a neighbour's test run. Returns a note."""
+    deadline = time.monotonic() + max_wait
+    busy = cpu_busy()
+    waited = 0.0
+    while busy > threshold and time.monotonic() < deadline:
+        busy = cpu_busy(2.0)
+        waited += 2.0
+    return f"CPU busy before measuring: {busy:.0%} (waited {waited:.0f} s for < {threshold:.0%})"
