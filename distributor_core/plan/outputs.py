@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import repeat
 from urllib.parse import quote, urlsplit
 
 from distributor_core import paths as lp
@@ -80,16 +81,18 @@ def build_outputs(
     """Plan order: every source copy in manifest order, then generated outputs in manifest order."""
     outputs: list[PlannedOutput] = []
     if policy.publish_source:
-        for record in manifest_files:
-            outputs.append(
-                PlannedOutput(
-                    path=record.path,
-                    kind="source",
-                    source_path=record.path,
-                    sha256=record.sha256,
-                    size=record.size,
-                )
+        paths = [record.path for record in manifest_files]
+        # map() builds the records from C (PlannedOutput(path, "source", path, sha256, size))
+        outputs.extend(
+            map(
+                PlannedOutput,
+                paths,
+                repeat("source", len(paths)),
+                paths,
+                [record.sha256 for record in manifest_files],
+                [record.size for record in manifest_files],
             )
+        )
     if policy.publish_html:
         markdown = [record for record in manifest_files if is_markdown(record.path)]
         if policy.markdown_mode == "index" and len(markdown) != 1:
@@ -118,11 +121,12 @@ def build_outputs(
                     content=content,
                 )
             )
-    seen: set[str] = set()
-    for output in outputs:
-        if output.path in seen:
-            raise PlanError(f"destination output path collision: {output.path}")
-        seen.add(output.path)
+    if len({output.path for output in outputs}) != len(outputs):
+        seen: set[str] = set()
+        for output in outputs:
+            if output.path in seen:
+                raise PlanError(f"destination output path collision: {output.path}")
+            seen.add(output.path)
     return outputs
 
 

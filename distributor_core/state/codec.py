@@ -20,11 +20,13 @@ from typing import Any
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
+    ManifestFile,
     manifest_from_obj,
     manifest_to_obj,
     validate_manifest,
 )
 from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
+from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.model import (
     LEGACY_SCHEMA_VERSION,
@@ -187,10 +189,45 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
 def _manifest(raw_source: dict[str, Any] | None, context: str) -> Manifest:
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
+    fast = _manifest_fast(raw_source["manifest"])
+    if fast is not None:
+        return fast
     try:
         return validate_manifest(manifest_from_obj(raw_source["manifest"]))
     except ManifestError as exc:
         raise StateError(f"{context}: {exc}") from None
+
+
+def _manifest_fast(obj: Any) -> Manifest | None:
+    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
+    per-field checks, when every field has its plain expected type and the result is valid
+    (:func:`fastcheck.manifest_valid`); ``None`` otherwise (the exact path then reports)."""
+    try:
+        if type(obj) is not dict:
+            return None
+        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
+        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
+            return None
+        if type(created) is not str or type(obj["files"]) is not list:
+            return None
+        items = obj["files"]
+        paths = [item["path"] for item in items]
+        shas = [item["sha256"] for item in items]
+        sizes = [item["size"] for item in items]
+        if not all(type(p) is str for p in paths) or not all(type(h) is str for h in shas):
+            return None
+        if not all(type(n) is int for n in sizes):
+            return None
+        manifest = Manifest(
+            schema_version=version,
+            id=manifest_id,
+            digest=digest,
+            created=parse_rfc3339(created),
+            files=tuple(map(ManifestFile, paths, shas, sizes)),
+        )
+    except (KeyError, TypeError, TimestampError, ManifestError):
+        return None
+    return manifest if fastcheck.manifest_valid(manifest) else None
 
 
 def _primary_url(raw_links: dict[str, Any] | None) -> str:
@@ -215,7 +252,9 @@ def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _single_owner_from_raw(raw: dict[str, Any]) -> tuple[SingleOwnerState, str]:
+def _single_owner_from_raw(
+    raw: dict[str, Any], fast_outputs: list[OutputRecord] | None = None
+) -> tuple[SingleOwnerState, str]:
     version = raw["schema_version"]
     if version is None:
         raise StateError("state schema_version is required")
@@ -238,7 +277,9 @@ def _single_owner_from_raw(raw: dict[str, Any]) -> tuple[SingleOwnerState, str]:
     primary_url = _primary_url(raw["links"])
     if raw["outputs"] is None:
         raise StateError("state outputs is required")
-    outputs: list[OutputRecord] = []
+    if fast_outputs is not None:
+        raw = {**raw, "outputs": ()}
+    outputs: list[OutputRecord] = list(fast_outputs or ())
     seen: set[str] = set()
     for index, raw_output in enumerate(raw["outputs"]):
         values = _output_basics(index, raw_output)
@@ -321,9 +362,71 @@ def _shared_root_from_raw(raw: dict[str, Any]) -> tuple[SharedRootState, str]:
     return state, state_mode
 
 
-def _single_owner_from_obj(obj: dict[str, Any]) -> SingleOwnerState:
-    state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""))
-    return _validate_single_owner(state, state_mode=state_mode)
+def _single_owner_from_obj(obj: dict[str, Any], *, plain_strings: bool = False) -> SingleOwnerState:
+    fast = _single_owner_fast(obj) if plain_strings else None
+    if fast is not None:
+        state, state_mode = fast
+    else:
+        state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""))
+    return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+
+
+_TOP_SHAPE = {key: shape for key, shape in _SINGLE_OWNER_SHAPE.items() if key != "outputs"}
+
+
+def _single_owner_fast(obj: dict[str, Any]) -> tuple[SingleOwnerState, str] | None:
+    """Schema 2 state whose outputs are all plain, complete records, read without the generic
+    shape walk: the top level still goes through :func:`_conform` (its errors are the exact
+    ones), the outputs are type-checked in one pass and built directly. ``None`` when any output
+    is unusual; the caller then takes the exact path from the start, so errors never differ."""
+    if obj.get("schema_version") != SINGLE_OWNER_SCHEMA_VERSION or type(obj.get("outputs")) is not list:
+        return None
+    top = _conform({key: obj.get(key) for key in _TOP_SHAPE}, _TOP_SHAPE, "")
+    outputs = _outputs_fast(obj["outputs"])
+    if outputs is None:
+        return None
+    return _single_owner_from_raw({**top, "outputs": ()}, outputs)
+
+
+def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
+    """Output records when every item is an object with non-empty string ``path``, ``kind``,
+    ``source_path``, ``sha256``, created/updated times that parse, an int64 ``size``, optional
+    string ``transform``/``url``, and paths are unique; else ``None``. Works column by column
+    so each check is one pass in C over all records."""
+    items = raw_outputs
+    if not all(type(item) is dict for item in items):
+        return None
+    paths = [item.get("path") for item in items]
+    kinds = [item.get("kind") for item in items]
+    sources = [item.get("source_path") for item in items]
+    shas = [item.get("sha256") for item in items]
+    sizes = [item.get("size") for item in items]
+    created = [item.get("created_at") for item in items]
+    updated = [item.get("updated_at") for item in items]
+    transforms = [item.get("transform") for item in items]
+    urls = [item.get("url") for item in items]
+    for column in (paths, kinds, sources, shas, created, updated):
+        if not all(type(value) is str for value in column) or not all(column):
+            return None
+    for column in (transforms, urls):  # optional: absent or null means ""
+        if not all(value is None or type(value) is str for value in column):
+            return None
+    transforms = [value or "" for value in transforms]
+    urls = [value or "" for value in urls]
+    if not all(type(size) is int for size in sizes):
+        return None
+    if sizes and not (min(sizes) >= _INT64_MIN and max(sizes) <= _INT64_MAX):
+        return None
+    if len(set(paths)) != len(paths):
+        return None
+    try:
+        times = {text: parse_rfc3339(text) for text in {*created, *updated}}
+    except TimestampError:
+        return None
+    made = [times[text] for text in created]
+    changed = [times[text] for text in updated]
+    # map() calls the constructor from C: no Python frame per record
+    return list(map(OutputRecord, paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
 def _shared_root_from_obj(obj: dict[str, Any]) -> SharedRootState:
@@ -331,9 +434,23 @@ def _shared_root_from_obj(obj: dict[str, Any]) -> SharedRootState:
     return _validate_shared_root(state, state_mode=state_mode)
 
 
+#: a JSON escape that can decode to a surrogate (the generic shape walk replaces unpaired ones)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_TEXT = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def _plain_strings(data: bytes | str) -> bool:
+    """True when no decoded string can hold a surrogate: valid UTF-8 cannot encode one, so in
+    bytes only ``\\uD8xx``-style escapes could (a false alarm merely takes the generic path)."""
+    if isinstance(data, str):
+        return _SURROGATE_TEXT.search(data) is None
+    data = data if isinstance(data, bytes) else bytes(data)
+    return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
+
+
 def parse_single_owner(data: bytes | str) -> SingleOwnerState:
     """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2)."""
-    return _single_owner_from_obj(_decode(data))
+    return _single_owner_from_obj(_decode(data), plain_strings=_plain_strings(data))
 
 
 def parse_shared_root(data: bytes | str) -> SharedRootState:
@@ -346,7 +463,7 @@ def parse_state_document(data: bytes | str) -> StateDocument:
     obj = _decode(data)
     if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
         return _shared_root_from_obj(obj)
-    return _single_owner_from_obj(obj)
+    return _single_owner_from_obj(obj, plain_strings=_plain_strings(data))
 
 
 # -- writing ---------------------------------------------------------------------------------

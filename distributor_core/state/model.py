@@ -33,6 +33,8 @@ OUTPUT_KINDS = (OUTPUT_KIND_SOURCE, OUTPUT_KIND_GENERATED)
 
 def _utc(owner: object, name: str) -> None:
     value = getattr(owner, name)
+    if type(value) is datetime and value.tzinfo is UTC:
+        return  # already normalised (what parsing produces)
     if not isinstance(value, datetime):
         raise StateError(f"state {name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
@@ -75,11 +77,15 @@ class OutputRecord:
     url: str = ""
 
     def __post_init__(self) -> None:
-        _utc(self, "created_at")
-        _utc(self, "updated_at")
+        # inline fast path of _utc: parsed and computed times are already UTC
+        created, updated = self.created_at, self.updated_at
+        if not (type(created) is datetime and created.tzinfo is UTC):
+            _utc(self, "created_at")
+        if not (type(updated) is datetime and updated.tzinfo is UTC):
+            _utc(self, "updated_at")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SingleOwnerState:
     """Schema 2 state (also the in-memory form of a schema 1 file)."""
 
@@ -159,7 +165,7 @@ class SharedOutputRecord:
         return OwnerScope(self.pipeline_id, self.destination_id)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SharedRootState:
     """Schema 3 state: several owners publishing disjoint outputs into one root."""
 

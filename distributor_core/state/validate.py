@@ -6,6 +6,7 @@ Checks run in the Go reference's order so a document with several problems repor
 
 from __future__ import annotations
 
+import weakref
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ from distributor_core.bundle import (
     validate_manifest,
 )
 from distributor_core.jsonfmt import go_json_string, is_json_int
+from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.model import (
     OUTPUT_KIND_GENERATED,
@@ -63,7 +65,27 @@ def _required_time(value: datetime, context: str) -> None:
         raise StateError(f"{context} is required")
 
 
+#: Documents that passed full validation, by identity. State values are frozen all the way down
+#: (tuples of frozen records, a frozen manifest with a tuple of frozen files), so a document
+#: validated once stays valid; planning validates the state it just parsed again and marshalling
+#: a parsed state would too. Weak values: an entry disappears with its document.
+_VALIDATED: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
+
+
+def _known_valid(doc: object) -> bool:
+    return _VALIDATED.get(id(doc)) is doc
+
+
+def _remember_valid(doc: object) -> None:
+    try:
+        _VALIDATED[id(doc)] = doc
+    except TypeError:  # not weak-referenceable: simply not remembered
+        pass
+
+
 def _check_manifest(manifest: Manifest | None, context: str) -> None:
+    if fastcheck.manifest_valid(manifest):
+        return
     if manifest is None:
         raise StateError(f"{context} is required")
     if not isinstance(manifest, Manifest):
@@ -103,15 +125,62 @@ def _check_output_common(index: int, output: OutputRecord | SharedOutputRecord) 
         raise StateError(f"{prefix}.size must be non-negative")
 
 
+def _outputs_valid_fast(
+    outputs, record_type: type, owners: set[OwnerScope] | None = None, valid_paths: list[str] | None = None
+) -> bool:
+    """True when every output passes the per-record rules below (see :mod:`.fastcheck`); the
+    loops then need not run. ``owners`` given: the shared-root rules too. ``valid_paths``: paths
+    already known valid (the state's validated manifest); equal path columns need no rescan."""
+    try:
+        if any(type(o) is not record_type for o in outputs):
+            return False
+        paths = [o.path for o in outputs]
+        if len(set(paths)) != len(paths):
+            return False
+        if paths != valid_paths and not fastcheck.bundle_paths_valid(paths):
+            return False
+        sources = [o.source_path for o in outputs]
+        if sources != valid_paths and sources != paths and not fastcheck.bundle_paths_valid(sources):
+            return False
+        kinds = {o.kind for o in outputs}
+        if not kinds <= set(OUTPUT_KINDS):
+            return False
+        if OUTPUT_KIND_GENERATED in kinds and not all(o.transform for o in outputs if o.kind == OUTPUT_KIND_GENERATED):
+            return False
+        if not fastcheck.http_urls_valid([o.url for o in outputs if o.url]):
+            return False
+        if not fastcheck.digests_valid([o.sha256 for o in outputs]):
+            return False
+        if not fastcheck.sizes_valid([o.size for o in outputs]):
+            return False
+        if not fastcheck.times_set([o.created_at for o in outputs] + [o.updated_at for o in outputs]):
+            return False
+        if owners is None:
+            return True
+        if not all(o.pipeline_id and o.destination_id and o.source_id for o in outputs):
+            return False
+        if not {o.scope for o in outputs} <= owners:
+            return False
+        if not fastcheck.digests_valid([o.source_digest for o in outputs]):
+            return False
+        return fastcheck.times_set([o.source_created for o in outputs])
+    except Exception:  # anything unexpected: the record-by-record loop decides
+        return False
+
+
 def _check_unique_path(index: int, path: str, seen: set[str]) -> None:
     if path in seen:
         raise StateError(f"state outputs[{index}].path duplicates {go_quote(path)}")
     seen.add(path)
 
 
-def _validate_single_owner(state: SingleOwnerState, *, state_mode: str) -> SingleOwnerState:
+def _validate_single_owner(
+    state: SingleOwnerState, *, state_mode: str, manifest_checked: bool = False
+) -> SingleOwnerState:
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
+    if state_mode == STATE_MODE_SINGLE_OWNER and _known_valid(state):
+        return state
     if not state.pipeline_id:
         raise StateError("state pipeline_id is required")
     if not state.destination_id:
@@ -123,16 +192,21 @@ def _validate_single_owner(state: SingleOwnerState, *, state_mode: str) -> Singl
         raise StateError("state state.mode must be single_owner")
     if state.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError("state reconciliation.mode must be replace or merge")
-    _check_manifest(state.manifest, "state source.manifest")
+    if not manifest_checked:
+        _check_manifest(state.manifest, "state source.manifest")
     _check_url(state.primary_url, "state links.primary_url")
-    seen: set[str] = set()
-    for index, output in enumerate(state.outputs):
-        if not isinstance(output, OutputRecord):
-            raise StateError(f"state outputs[{index}] must be an output record")
-        _check_output_common(index, output)
-        _required_time(output.created_at, f"state outputs[{index}].created_at")
-        _required_time(output.updated_at, f"state outputs[{index}].updated_at")
-        _check_unique_path(index, output.path, seen)
+    # the manifest passed validation above (or in the parser), so its paths are valid paths
+    manifest_paths = [f.path for f in state.manifest.files]
+    if not _outputs_valid_fast(state.outputs, OutputRecord, valid_paths=manifest_paths):
+        seen: set[str] = set()
+        for index, output in enumerate(state.outputs):
+            if not isinstance(output, OutputRecord):
+                raise StateError(f"state outputs[{index}] must be an output record")
+            _check_output_common(index, output)
+            _required_time(output.created_at, f"state outputs[{index}].created_at")
+            _required_time(output.updated_at, f"state outputs[{index}].updated_at")
+            _check_unique_path(index, output.path, seen)
+    _remember_valid(state)
     return state
 
 
@@ -179,6 +253,8 @@ def _check_shared_output(index: int, output: SharedOutputRecord, owners: set[Own
 def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedRootState:
     if not isinstance(state, SharedRootState):
         raise StateError("destination state document is empty")
+    if state_mode == STATE_MODE_SHARED_ROOT and _known_valid(state):
+        return state
     _required_time(state.created_at, "state created_at")
     _required_time(state.updated_at, "state updated_at")
     if state_mode != STATE_MODE_SHARED_ROOT:
@@ -189,10 +265,12 @@ def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedR
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
-    seen: set[str] = set()
-    for index, output in enumerate(state.outputs):
-        _check_shared_output(index, output, owners)
-        _check_unique_path(index, output.path, seen)
+    if not _outputs_valid_fast(state.outputs, SharedOutputRecord, owners):
+        seen: set[str] = set()
+        for index, output in enumerate(state.outputs):
+            _check_shared_output(index, output, owners)
+            _check_unique_path(index, output.path, seen)
+    _remember_valid(state)
     return state
 
 

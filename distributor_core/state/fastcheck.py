@@ -1,0 +1,151 @@
+"""Whole-list validity checks for large manifests and states (performance only).
+
+Each function answers one question conservatively: ``True`` means the exact, record-by-record
+validation (``paths.check_bundle_path``, ``bundle.digest_problem``, ``validate_manifest``, the
+state rules) would find nothing wrong; ``False`` means "maybe not", and the caller then runs that
+exact validation, which reports the first problem with its contract message. So these checks
+never change a result, only how fast a valid document is accepted: they join a column of values
+with newlines and let one compiled regular expression look at all of them at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from distributor_core.bundle import Manifest, ManifestFile
+from distributor_core.jsonfmt import _go_escape as go_escape  # the exact rule Go's encoder applies
+from distributor_core.jsonfmt import dumps_compact
+from distributor_core.timefmt import ZERO_TIME
+
+#: the string encoder json.dumps(ensure_ascii=False) uses (the C one when available)
+_encode_string = json.encoder.encode_basestring
+
+#: characters ``paths.check_path`` accepts (newline is the joiner): no backslash, control
+#: character, DEL or surrogate
+_PATH_CHARS = re.compile(r"[^\\\x00-\x09\x0b-\x1f\x7f\ud800-\udfff]*")
+#: an empty, "." or ".." segment (a leading or trailing "/" makes an empty one)
+_BAD_SEGMENT = re.compile(r"(?:\A|[/\n])\.{0,2}(?=[/\n]|\Z)")
+#: reserved names all start with ".distributor"; a final "manifest.json" segment is refused
+_MANIFEST_LAST = re.compile(r"(?:\A|[/\n])manifest\.json(?=\n|\Z)")
+_DIGESTS = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*sha256:[0-9a-f]{64}")
+_DIGEST_LEN = len("sha256:") + 64
+#: absolute http(s) URLs with a plain ASCII host (and optional small port) and no whitespace
+#: or control character anywhere: urlsplit parses them and finds the scheme and a host
+_URL = r"(?i:https?)://[A-Za-z0-9._-]+(?::[0-9]{1,4})?(?:[/?#][^\n\x00-\x20\x7f]*)?"
+_URLS = re.compile(rf"{_URL}(?:\n{_URL})*")
+
+
+def _joined(values: Sequence[Any]) -> str | None:
+    """Values joined by newlines when every value is a string free of newlines, else None."""
+    try:
+        text = "\n".join(values)
+    except TypeError:
+        return None
+    if text.count("\n") != len(values) - 1:
+        return None
+    return text
+
+
+def bundle_paths_valid(paths: Sequence[Any]) -> bool:
+    """True when every value is a valid bundle/output path (``source_path_problem`` is None)."""
+    if not paths:
+        return True
+    text = _joined(paths)
+    if text is None or ".distributor" in text:
+        return False
+    # characters: printable (no control character, DEL or surrogate) and no backslash; text that
+    # is not printable for another reason (say a no-break space) gets the exact character scan
+    if "\\" in text or not (text.replace("\n", "").isprintable() or _PATH_CHARS.fullmatch(text)):
+        return False
+    # segments: none empty ("//", a leading or trailing "/", an empty path), "." or ".."
+    if text[:1] in ("", "/", "\n") or text[-1] in ("/", "\n"):
+        return False
+    if "//" in text or "/\n" in text or "\n/" in text or "\n\n" in text:
+        return False
+    if (text[0] == "." or "/." in text or "\n." in text) and _BAD_SEGMENT.search(text) is not None:
+        return False
+    return "manifest.json" not in text or _MANIFEST_LAST.search(text) is None
+
+
+def digests_valid(values: Sequence[Any]) -> bool:
+    """True when every value is ``sha256:`` + 64 lowercase hex characters."""
+    if not values:
+        return True
+    text = _joined(values)
+    if text is None or len(text) != len(values) * (_DIGEST_LEN + 1) - 1:
+        return False
+    return _DIGESTS.fullmatch(text) is not None
+
+
+def http_urls_valid(urls: Sequence[Any]) -> bool:
+    """True when every value is an absolute http(s) URL ``state.validate.check_http_url`` accepts."""
+    if not urls:
+        return True
+    text = _joined(urls)
+    return text is not None and _URLS.fullmatch(text) is not None
+
+
+def sizes_valid(sizes: Sequence[Any]) -> bool:
+    """True when every value is a non-negative JSON integer (bool excluded)."""
+    return all(type(size) is int for size in sizes) and (not sizes or min(sizes) >= 0)
+
+
+def times_set(values: Sequence[Any]) -> bool:
+    """True when no value is missing or the zero time (``timefmt.is_zero``)."""
+    try:
+        unique = set(values)
+    except TypeError:
+        return False
+    for value in unique:
+        if value is None or getattr(value, "tzinfo", None) is None:
+            return False
+        if value == ZERO_TIME:
+            return False
+    return True
+
+
+def bundle_digest_fast(files: Sequence[ManifestFile]) -> str:
+    """``bundle.bundle_digest`` for records whose sizes are plain ints: the canonical payload is
+    Go's compact JSON of ``[{"path","sha256","size"}...]``, which one C-encoded ``dumps_compact``
+    call produces byte for byte (same string encoding, Go escapes applied to the whole text)."""
+    payload = dumps_compact([{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files])
+    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
+    """:func:`bundle_digest_fast` for records already known valid (plain-int sizes, digests of
+    lowercase hex, so only paths need JSON string encoding)."""
+    encode = _encode_string
+    body = ",".join([f'{{"path":{encode(f.path)},"sha256":"{f.sha256}","size":{f.size}}}' for f in files])
+    payload = go_escape(f"[{body}]")
+    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def manifest_valid(manifest: Any) -> bool:
+    """True when ``bundle.validate_manifest(manifest)`` would accept ``manifest``."""
+    try:
+        if type(manifest) is not Manifest:
+            return False
+        if type(manifest.schema_version) is not int or manifest.schema_version != 1:
+            return False
+        if not isinstance(manifest.id, str) or manifest.id == "":
+            return False
+        if not digests_valid([manifest.digest]):
+            return False
+        if not times_set([manifest.created]):
+            return False
+        files = manifest.files
+        if not files or any(type(f) is not ManifestFile for f in files):
+            return False
+        paths = [f.path for f in files]
+        if len(set(paths)) != len(paths) or not bundle_paths_valid(paths):
+            return False
+        if not digests_valid([f.sha256 for f in files]) or not sizes_valid([f.size for f in files]):
+            return False
+        return bundle_digest_valid_records(files) == manifest.digest
+    except Exception:  # anything unexpected: let the exact validation decide
+        return False

@@ -1,0 +1,142 @@
+"""The whole-list checks of ``state.fastcheck`` never accept what the exact rules refuse, and the
+fast digest is byte-for-byte the canonical one (performance shortcuts, issue 8)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distributor_core.bundle import Manifest, ManifestFile, bundle_digest, digest_problem, source_path_problem
+from distributor_core.bundle.validate import validate_manifest
+from distributor_core.state import fastcheck
+from distributor_core.state.validate import check_http_url
+
+_PIECES = [
+    "a", "b", ".", "..", "/", "\\", "\n", "\x00", "\x1f", "\x7f", "\ud800", "é", " ", "\u00a0", "\u2028",
+    "<", "&", '"', "manifest.json", ".distributor.json", ".distributor-tmp-1", ".distributor-bak-1", "x.distributor",
+]
+_texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_texts, min_size=1, max_size=4))
+def test_bundle_paths_valid_only_for_valid_paths(paths: list[str]) -> None:
+    if fastcheck.bundle_paths_valid(paths):
+        assert all(source_path_problem(p) is None for p in paths)
+
+
+def test_bundle_paths_valid_accepts_ordinary_paths() -> None:
+    assert fastcheck.bundle_paths_valid(["report.md", "data/2026/part-01.csv", "é/x y.txt", ".github/a"])
+    for bad in ["", "/a", "a/", "a//b", "a/./b", "a/..", "a\nb", "x/manifest.json", ".distributor.json"]:
+        assert not fastcheck.bundle_paths_valid(["ok", bad])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(["http", "HTTPS", "://", "a", ".", ":", "80", "99999", "/", "?", "#", " ", "\n", "[",
+                                 "@", "é", "\t", "-"]), max_size=8).map("".join))
+def test_http_urls_valid_only_for_valid_urls(url: str) -> None:
+    if fastcheck.http_urls_valid([url]):
+        assert check_http_url(url) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["sha256:", "0" * 64, "a" * 64, "A" * 64, "\n", "x", "0"]), max_size=4).map("".join))
+def test_digests_valid_only_for_digests(value: str) -> None:
+    if fastcheck.digests_valid([value, "sha256:" + "0" * 64]):
+        assert digest_problem(value) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_texts, st.integers(min_value=0, max_value=2**62)), min_size=1, max_size=4))
+def test_fast_digest_is_the_canonical_digest(rows: list[tuple[str, int]]) -> None:
+    files = [ManifestFile(path=p, sha256="sha256:" + "ab" * 32, size=n) for p, n in rows]
+    try:
+        expected = bundle_digest(files)
+    except UnicodeEncodeError:  # surrogates cannot be hashed either way
+        return
+    assert fastcheck.bundle_digest_fast(files) == expected
+    assert fastcheck.bundle_digest_valid_records(files) == expected
+
+
+def test_manifest_valid_agrees_with_validate_manifest() -> None:
+    files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c.txt", "sha256:" + "2" * 64, 0))
+    good = Manifest(1, "id", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
+    validate_manifest(good)
+    assert fastcheck.manifest_valid(good)
+    broken = [
+        Manifest(1, "id", "sha256:" + "0" * 64, good.created, files),  # digest mismatch
+        Manifest(1, "", good.digest, good.created, files),
+        Manifest(2, "id", good.digest, good.created, files),
+        Manifest(1, "id", good.digest, good.created, (files[0], files[0])),
+        Manifest(1, "id", good.digest, good.created, (ManifestFile("a.md", "sha256:x", 3), files[1])),
+        Manifest(1, "id", good.digest, good.created, (ManifestFile("a.md", files[0].sha256, -1), files[1])),
+        Manifest(1, "id", good.digest, good.created, (ManifestFile("a.md", files[0].sha256, True), files[1])),
+        Manifest(1, "id", good.digest, good.created, ()),
+    ]
+    for manifest in broken:
+        assert not fastcheck.manifest_valid(manifest)
+
+
+# ---------------------------------------------------------------------------- parse parity
+
+
+def _state_text(outputs: list[str]) -> str:
+    files = [ManifestFile("a.md", "sha256:" + "1" * 64, 3)]
+    digest = bundle_digest(files)
+    return (
+        '{"schema_version": 2, "pipeline_id": "p", "destination_id": "d",'
+        ' "published_at": "2026-01-02T00:00:00Z", "created_at": "2026-01-01T00:00:00Z",'
+        ' "updated_at": "2026-01-02T00:00:00Z", "state": {"mode": "single_owner"},'
+        ' "reconciliation": {"mode": "replace"},'
+        ' "source": {"manifest": {"schema_version": 1, "id": "b", "digest": "' + digest + '",'
+        ' "created": "2026-01-01T00:00:00Z", "files": [{"path": "a.md", "sha256": "sha256:' + "1" * 64 + '",'
+        ' "size": 3}]}},'
+        ' "outputs": [' + ",".join(outputs) + "]}"
+    )
+
+
+_OUT = (
+    '{"path": %s, "kind": "source", "source_path": "a.md", "sha256": "sha256:' + "1" * 64 + '", "size": %s,'
+    ' "created_at": "2026-01-01T00:00:00Z", "updated_at": %s%s}'
+)
+_VARIANTS = [
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00+02:00"', ', "transform": null, "url": null'),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ', "transform": "\\ud800x"'),
+    _OUT % ('"a\\ud800.md"', "3", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ', "url": "https://h.example/\\udfff"'),
+    _OUT % ('"a.md"', "3.0", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('"a.md"', "true", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('"a.md"', "-1", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('""', "3", '"2026-01-02T00:00:00Z"', ""),
+    _OUT % ('"a.md"', "3", '"yesterday"', ""),
+    _OUT % ('"a.md"', "3", '""', ""),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ', "transform": 5'),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ', "transform": false'),
+    _OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', ', "url": "ftp://x"'),
+    _OUT % ('"a.md"', "9223372036854775808", '"2026-01-02T00:00:00Z"', ""),
+    "null",
+    "[]",
+]
+
+
+def _outcome(fn, *args):
+    from distributor_core.state import StateError
+
+    try:
+        return ("ok", fn(*args))
+    except StateError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_VARIANTS), min_size=0, max_size=3))
+def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
+    from distributor_core.state import codec, parse_state_document
+
+    text = _state_text(outputs)
+    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), plain_strings=False))
+    assert _outcome(parse_state_document, text) == generic
+    assert _outcome(parse_state_document, text.encode("utf-8")) == generic
