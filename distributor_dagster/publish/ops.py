@@ -184,8 +184,9 @@ def _describe(entry: ActionReport) -> str:
 
 def _priority(pipeline: Pipeline, destination: Destination) -> str:
     # In-process steps run highest priority first: plan and execute of destination i before
-    # those of destination i + 1, so destinations sharing a root run in config order (B1).
-    return str(len(pipeline.destinations) - pipeline.destinations.index(destination))
+    # those of destination i + 1, so destinations sharing a root run in config order (B1). The
+    # first destination keeps Dagster's default priority 0, the next ones go below it.
+    return str(-pipeline.destinations.index(destination))
 
 
 def plan_op(site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames) -> dg.OpDefinition:
@@ -295,7 +296,7 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
         selection: Selection,
         bundles: list[SourceBundle],
         results: list[DestinationResult],
-    ) -> dict:
+    ) -> dg.Output[dict]:
         run_report = RunReport(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
         run_report.pipelines.append(PipelineReport(pipeline.id, pipeline.source.backend, len(bundles)))
         entries = [entry for result in results for entry in result.entries]
@@ -312,6 +313,15 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
                 error="; ".join(step_errors), clock=site.options.clock,
             )
             context.log.info(f"upload {record.run_id}: {record.status}")
-        return run_report.to_dict()
+        result = run_report.to_dict()
+        return dg.Output(
+            result,
+            metadata={
+                "actions": dg.MetadataValue.int(len(run_report.actions)),
+                "failed": dg.MetadataValue.int(len(run_report.failed_actions)),
+                "summary": dg.MetadataValue.json(result["summary"]),
+                "report": dg.MetadataValue.json(result),
+            },
+        )
 
     return report

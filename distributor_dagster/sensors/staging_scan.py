@@ -11,8 +11,8 @@ The cursor holds the highest ``seq`` handled and the stamp of its run id. A tick
 2. lists record directory names (no file reads) and keeps those whose stamp is at most
    :data:`STAMP_MARGIN` older than the cursor's stamp (older ones were handled by earlier ticks;
    the margin absorbs clock adjustments between admissions);
-3. reads those records in stamp order, within a time budget, and requests the pending ones
-   (``accepted``, ``queued``) above the cursor's ``seq`` in ``seq`` order.
+3. reads those records in stamp order, within a time budget, and requests the ``accepted`` ones
+   above the cursor's ``seq`` in ``seq`` order (``queued`` records belong to the inline publisher).
 
 When the budget runs out (a first tick over a large staging area), the cursor also remembers the
 last name read and the next tick continues after it, so every tick stays short.
@@ -105,6 +105,14 @@ class UploadScan:
     partial: bool = False
 
 
+def inline_owned(record: staging.UploadRecord) -> bool:
+    """Queued or running under the inline publisher (not a Dagster run). When ``serve`` restarts
+    with ``--publisher dagster`` it hands such records back as ``accepted``, so the cursor must not
+    pass them: it stays before the first one, and later records are offered again (their run keys
+    make Dagster skip the repeats)."""
+    return record.status == staging.QUEUED or (record.status == staging.RUNNING and not record.dagster_run_id)
+
+
 def _candidates(staging_path: Path, cursor: UploadCursor) -> list[str]:
     names = staging.iter_run_ids(staging_path)
     if cursor.resume:
@@ -125,9 +133,9 @@ def scan_staging(
     budget: float = READ_BUDGET,
     clock: Callable[[], float] = time.monotonic,
 ) -> UploadScan:
-    """Pending records admitted after ``cursor``, in ``seq`` order (at most ``max_requests``),
-    and the cursor after them. Records above the cursor that are no longer pending (a manual run
-    took them, or they expired) are passed over."""
+    """``accepted`` records admitted after ``cursor``, in ``seq`` order (at most ``max_requests``),
+    and the cursor after them. Records that are running in Dagster or finished are passed over;
+    records the inline publisher owns hold the cursor (:func:`inline_owned`)."""
     if not cursor.resume:
         issued = issued_seq(staging_path)
         if issued is not None and issued <= cursor.seq:
@@ -153,14 +161,17 @@ def scan_staging(
             records.append(record)
     records.sort(key=lambda r: (r.seq, r.run_id))
     seq, stamp = cursor.seq, cursor.stamp
-    full = False
+    full = held = False
     for record in records:
-        if record.pending:
+        if record.status == staging.ACCEPTED:
             if len(scan.pending) >= max_requests:
                 full = True
                 break
             scan.pending.append(record)
-        seq, stamp = record.seq, run_id_stamp(record.run_id)
+        elif inline_owned(record):
+            held = True
+        if not held:
+            seq, stamp = record.seq, run_id_stamp(record.run_id)
     resume = last_read if scan.partial and not full else ""
     scan.cursor = UploadCursor(seq, stamp, resume)
     return scan

@@ -3,6 +3,7 @@ frozen clock, and a temporary Dagster instance."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,6 +13,8 @@ import dagster as dg
 import pytest
 
 from distributor_core.bundle import build_manifest, write_manifest
+from distributor_core.server import staging as sg
+from distributor_core.timefmt import compact_stamp
 
 pytestmark = pytest.mark.dagster
 
@@ -70,3 +73,21 @@ def observations(result: dg.ExecuteInProcessResult) -> list[dg.AssetObservation]
 def meta(event: dg.AssetMaterialization | dg.AssetObservation, key: str) -> object:
     value = event.metadata[key]
     return getattr(value, "value", value)
+
+
+def add_record(
+    staging_path: Path, seq: int, when: datetime, status: str, *, dagster_run_id: str | None = None
+) -> str:
+    """An upload record as the server admits it (run id stamped ``when``, ``.seq`` raised)."""
+    run_id = f"reports.daily.{compact_stamp(when)}.{seq:08x}"
+    os.makedirs(staging_path / run_id / "bundle")
+    record = sg.UploadRecord(
+        run_id=run_id, seq=seq, pipeline_id="reports.daily", token_id="producer", idempotency_key=None,
+        manifest={"schema_version": 1, "id": f"reports.b{seq}", "digest": "sha256:" + "0" * 64,
+                  "created": "2026-06-01T00:00:00Z", "files": []},
+        response={"run_id": run_id, "status": "accepted"}, status=status, accepted_at=when,
+        dagster_run_id=dagster_run_id,
+    )
+    sg.write_record(staging_path, record, durable=False)
+    (staging_path / sg.SEQ_NAME).write_text(f"{seq}\n")
+    return run_id

@@ -214,6 +214,8 @@ def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "out" / "site").iterdir()) == ["2026-06-07"]
     skipped = {e.step_key for e in events_of(result, "STEP_SKIPPED")}
     assert skipped == {"execute_archive", "execute_latest"}
+    report = result.output_for_node("report")
+    assert [(a["destination_id"], a["bundle_path"]) for a in report["actions"]] == [("html-site", "2026-06-07")]
 
 
 def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source: Path) -> None:

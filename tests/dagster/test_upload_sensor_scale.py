@@ -3,7 +3,6 @@ and the pending uploads are requested exactly once, in admission order."""
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,11 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from distributor_core.server import staging as sg
-from distributor_core.timefmt import compact_stamp
 from distributor_dagster import build_definitions
 from distributor_dagster.sensors.staging_scan import UploadCursor
-from tests.dagster.conftest import write_config
+from tests.dagster.conftest import add_record, write_config
 
 pytestmark = [pytest.mark.dagster, pytest.mark.slow]
 
@@ -32,20 +29,6 @@ pipelines:
 """
 BASE = datetime(2026, 6, 1, tzinfo=UTC)
 TICK_LIMIT = 1.0
-
-
-def add_record(staging_path: Path, seq: int, when: datetime, status: str) -> str:
-    run_id = f"reports.daily.{compact_stamp(when)}.{seq:08x}"
-    os.makedirs(staging_path / run_id / "bundle")
-    record = sg.UploadRecord(
-        run_id=run_id, seq=seq, pipeline_id="reports.daily", token_id="producer", idempotency_key=None,
-        manifest={"schema_version": 1, "id": f"reports.b{seq}", "digest": "sha256:" + "0" * 64,
-                  "created": "2026-06-01T00:00:00Z", "files": []},
-        response={"run_id": run_id, "status": "accepted"}, status=status, accepted_at=when,
-    )
-    sg.write_record(staging_path, record, durable=False)
-    (staging_path / sg.SEQ_NAME).write_text(f"{seq}\n")
-    return run_id
 
 
 def timed_tick(defs: dg.Definitions, cursor: str | None, instance: dg.DagsterInstance) -> tuple[dg.SensorResult, float]:

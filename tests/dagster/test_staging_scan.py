@@ -1,0 +1,98 @@
+"""The upload sensor's scan of the staging area: what it requests and where the cursor goes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from distributor_core.server import staging as sg
+from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
+from tests.dagster.conftest import add_record
+
+pytestmark = pytest.mark.dagster
+
+T0 = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def area(tmp_path: Path) -> Path:
+    path = tmp_path / "reports.daily"
+    path.mkdir()
+    return path
+
+
+def test_only_accepted_records_are_requested_in_seq_order(area: Path) -> None:
+    done = add_record(area, 1, at(1), "succeeded")
+    mine = add_record(area, 2, at(2), "running", dagster_run_id="abc")
+    first = add_record(area, 3, at(3), "accepted")
+    second = add_record(area, 4, at(3), "accepted")
+    scan = scan_staging(area, UploadCursor(), max_requests=10)
+    assert [r.run_id for r in scan.pending] == [first, second]
+    assert (scan.cursor.seq, scan.cursor.stamp) == (4, "20260601T120003Z")
+    assert done and mine
+    again = scan_staging(area, scan.cursor, max_requests=10)
+    assert again.idle and again.pending == [] and again.read == 0
+
+
+def test_records_older_than_the_window_are_not_read(area: Path) -> None:
+    add_record(area, 1, at(0), "accepted")
+    cursor = scan_staging(area, UploadCursor(), max_requests=10).cursor
+    assert cursor.seq == 1
+    for seq in range(2, 6):
+        add_record(area, seq, at(3600 + seq), "succeeded")
+    add_record(area, 6, at(7200), "accepted")
+    middle = scan_staging(area, cursor, max_requests=10)
+    assert [r.seq for r in middle.pending] == [6] and middle.read == 6
+    add_record(area, 7, at(7300), "accepted")
+    late = scan_staging(area, middle.cursor, max_requests=10)
+    assert [r.seq for r in late.pending] == [7]
+    assert late.read == 2  # seq 6 and 7: inside the 5-minute window of the cursor's stamp
+
+
+def test_the_request_bound_resumes_on_the_next_tick(area: Path) -> None:
+    ids = [add_record(area, seq, at(seq), "accepted") for seq in range(1, 6)]
+    first = scan_staging(area, UploadCursor(), max_requests=2)
+    second = scan_staging(area, first.cursor, max_requests=2)
+    third = scan_staging(area, second.cursor, max_requests=2)
+    assert [r.run_id for r in first.pending + second.pending + third.pending] == ids
+    assert scan_staging(area, third.cursor, max_requests=2).idle
+
+
+def test_an_exhausted_read_budget_continues_after_the_last_name_read(area: Path) -> None:
+    ids = [add_record(area, seq, at(seq), "accepted") for seq in range(1, 8)]
+    ticks = iter(range(100))
+
+    def clock() -> float:  # each record read costs one "second"
+        return float(next(ticks))
+
+    first = scan_staging(area, UploadCursor(), max_requests=10, budget=2.5, clock=clock)
+    assert first.partial and first.cursor.resume == ids[1]
+    requested = [r.run_id for r in first.pending]
+    cursor = first.cursor
+    while cursor.resume:
+        scan = scan_staging(area, cursor, max_requests=10, budget=2.5, clock=clock)
+        requested += [r.run_id for r in scan.pending]
+        cursor = scan.cursor
+    assert requested == ids
+    assert cursor.seq == 7
+
+
+def test_records_of_the_inline_publisher_hold_the_cursor_until_handed_over(area: Path) -> None:
+    add_record(area, 1, at(1), "succeeded")
+    inline = add_record(area, 2, at(2), "queued")
+    later = add_record(area, 3, at(3), "accepted")
+    scan = scan_staging(area, UploadCursor(), max_requests=10)
+    assert [r.run_id for r in scan.pending] == [later]
+    assert scan.cursor.seq == 1
+
+    # serve restarts with --publisher dagster: the queued record is handed back as accepted
+    sg.transition(area, inline, status=sg.ACCEPTED)
+    handed = scan_staging(area, scan.cursor, max_requests=10)
+    assert [r.run_id for r in handed.pending] == [inline, later]  # the repeat has the same run key
+    assert handed.cursor.seq == 3
