@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat as st
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -23,6 +24,12 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 
 _DIR_MODE = 0o755
 _FILE_MODE = 0o644
+
+#: A logical path that certainly passes ``paths.check_path``: non-empty segments of characters
+#: that are neither control characters, DEL, backslashes nor surrogates, and no ``.``/``..``
+#: segment. Anything else takes the full check (and its exact message).
+_SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f\ud800-\udfff]+"
+_CLEAN_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
 
 
 def _entry_type(mode: int) -> EntryType:
@@ -58,46 +65,98 @@ def _cause(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+#: O_NONBLOCK: opening a FIFO must not wait for a writer (the fstat then refuses it); reads of
+#: regular files ignore it (as in bundle.disk)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_verified(fd: int, chunks: Iterable[bytes], verifier: HashingVerifier) -> None:
+    """Hash and write every chunk to ``fd`` (closed on return), stopping once the expected size
+    is exceeded; the caller checks ``verifier.problem()``."""
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            verifier.update(chunk)
+            if verifier.exceeded():
+                break
+            written = os.write(fd, chunk)
+            if written < len(chunk):
+                view = memoryview(chunk)[written:]
+                while view:
+                    view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 class LocalStorage(Storage):
     backend = "local"
+
+    #: outputs the executor may write at once, and files source validation may stream at once,
+    #: when files are large enough (``parallel_min_file_size`` on average): hashing and copying
+    #: big buffers release the GIL, so two threads keep two cores busy. Small files stay
+    #: sequential: their cost is interpreter work and the GIL hand-offs of extra threads would
+    #: cost more than they overlap.
+    max_parallel_writes = 2
+    max_parallel_reads = 2
+    parallel_min_file_size = 1024 * 1024
+    #: open_read returns at once for a FIFO or device (opened non-blocking, then refused), so a
+    #: reader may open before it stats
+    opens_special_files_safely = True
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False, display: str | None = None) -> None:
         self.root = Path(os.path.abspath(os.fspath(root)))
         self.root_display = display if display is not None else (os.fspath(root) or ".")
+        self._root_str = str(self.root)
+        # "/" + logical path gives the OS path (the root "/" itself has no trailing part)
+        self._root_prefix = self._root_str.rstrip("/") if os.sep == "/" else None
         if create:
             self.root.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
 
     # ------------------------------------------------------------------ path handling
 
+    def _check_path(self, op: str, path: str) -> str:
+        if type(path) is str and _CLEAN_PATH.fullmatch(path) is not None:
+            return path
+        return super()._check_path(op, path)
+
     def _os_path(self, path: str) -> str:
         if path == "":
-            return str(self.root)
+            return self._root_str
+        if self._root_prefix is not None:
+            return f"{self._root_prefix}/{path}"
         return os.path.join(self.root, *path.split("/"))
 
     def _oserror(self, op: str, path: str, exc: OSError) -> StorageError:
         return StorageError(op, self.backend, path, _kind_for(exc), _cause(exc))
 
-    def _check_ancestors(self, op: str, path: str, *, include_self: bool) -> None:
-        """Refuse a symlink on any segment below the root (the final one too if asked)."""
+    def _check_ancestors(self, op: str, path: str, *, include_self: bool) -> bool:
+        """Refuse a symlink on any segment below the root (the final one too if asked).
+
+        Returns True when every checked segment exists and is a directory (so a parent needs no
+        creating); False when the walk stopped at a missing or non-directory segment.
+        """
         segments = path.split("/") if path else []
-        if not include_self:
-            segments = segments[:-1]
-        current = str(self.root)
+        if not include_self and segments:
+            segments.pop()
+        prefix = self._root_prefix
+        current = self._root_str if prefix is None else prefix
         for index, segment in enumerate(segments):
-            current = os.path.join(current, segment)
+            current = os.path.join(current, segment) if prefix is None else f"{current}/{segment}"
             try:
-                info = os.lstat(current)
-            except FileNotFoundError:
-                return
-            except NotADirectoryError:
-                return
+                mode = os.lstat(current).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return False
             except OSError as exc:
                 raise self._oserror(op, path, exc) from exc
-            if st.S_ISLNK(info.st_mode):
+            if st.S_ISLNK(mode):
                 shown = "/".join(segments[: index + 1])
                 raise self.error(op, path, ErrorKind.INVALID_PATH, f"symlinked path component {shown}")
-            if index < len(segments) - 1 and not st.S_ISDIR(info.st_mode):
-                return
+            if not st.S_ISDIR(mode):
+                return False  # nothing below a non-directory exists; the caller's call fails
+        return True
 
     # ------------------------------------------------------------------ primitives
 
@@ -124,7 +183,7 @@ class LocalStorage(Storage):
         self._check_path(op, path)
         self._check_ancestors(op, path, include_self=False)
         try:
-            fd = os.open(self._os_path(path), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self._os_path(path), _READ_FLAGS)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise self.error(op, path, ErrorKind.UNSUPPORTED, "not a regular file (symlink)") from exc
@@ -140,7 +199,8 @@ class LocalStorage(Storage):
 
     def _ensure_parent(self, op: str, path: str) -> None:
         directory = lp.parent(path)
-        self._check_ancestors(op, path, include_self=False)
+        if self._check_ancestors(op, path, include_self=False):
+            return  # every ancestor is already a real directory: nothing to create
         try:
             os.makedirs(self._os_path(directory), mode=_DIR_MODE, exist_ok=True)
         except FileExistsError as exc:
@@ -165,28 +225,19 @@ class LocalStorage(Storage):
         self._check_path(op, path)
         self._ensure_parent(op, path)
         final = self._os_path(path)
+        if not overwrite and if_revision is None and lp.basename(path).startswith(lp.TEMP_PREFIX):
+            return self._write_reserved_temp(op, path, final, chunks, expected_size, expected_sha256)
         if not overwrite and os.path.lexists(final):
             raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
         temp_logical = lp.sibling_temp_path(path)
         temp = self._os_path(temp_logical)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(temp, flags, _FILE_MODE)
+            fd = os.open(temp, _CREATE_FLAGS, _FILE_MODE)
         except OSError as exc:
             raise self._oserror(op, path, exc) from exc
         verifier = HashingVerifier(expected_size, expected_sha256)
         try:
-            with os.fdopen(fd, "wb", buffering=0) as handle:
-                for chunk in chunks:
-                    if not chunk:
-                        continue
-                    verifier.update(chunk)
-                    if verifier.exceeded():
-                        break
-                    view = memoryview(chunk)
-                    while view:
-                        written = handle.write(view)
-                        view = view[written:]
+            _write_verified(fd, chunks, verifier)
             problem = verifier.problem()
             if problem:
                 raise self.error(op, path, ErrorKind.INTEGRITY, problem)
@@ -194,6 +245,43 @@ class LocalStorage(Storage):
         except BaseException as exc:
             try:
                 os.unlink(temp)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise self._oserror(op, path, exc) from exc
+            raise
+        return Entry(path=path, type="file", size=verifier.size)
+
+    def _write_reserved_temp(
+        self,
+        op: str,
+        path: str,
+        final: str,
+        chunks: Iterable[bytes],
+        expected_size: int | None,
+        expected_sha256: str | None,
+    ) -> Entry:
+        """Write a reserved ``.distributor-tmp-*`` name (the engine's staging file) in place.
+
+        Nobody reads a temporary as content and exclusive creation already refuses an existing
+        entry, so a second temporary plus a link would only double the metadata work. On any
+        failure the file this call created is removed, leaving nothing under ``path``.
+        """
+        try:
+            fd = os.open(final, _CREATE_FLAGS, _FILE_MODE)
+        except FileExistsError as exc:
+            raise self.error(op, path, ErrorKind.ALREADY_EXISTS) from exc
+        except OSError as exc:
+            raise self._oserror(op, path, exc) from exc
+        verifier = HashingVerifier(expected_size, expected_sha256)
+        try:
+            _write_verified(fd, chunks, verifier)
+            problem = verifier.problem()
+            if problem:
+                raise self.error(op, path, ErrorKind.INTEGRITY, problem)
+        except BaseException as exc:
+            try:
+                os.unlink(final)
             except OSError:
                 pass
             if isinstance(exc, OSError):
@@ -235,9 +323,23 @@ class LocalStorage(Storage):
         op = "rename"
         self._check_path(op, src)
         self._check_path(op, dst)
-        self._check_ancestors(op, src, include_self=False)
-        self._ensure_parent(op, dst)
+        ancestors_ok = self._check_ancestors(op, src, include_self=False)
+        if not (ancestors_ok and lp.parent(src) == lp.parent(dst)):
+            self._ensure_parent(op, dst)
         source = self._os_path(src)
+        if not overwrite:
+            # the common case first: link() refuses directories and never clobbers; on any
+            # failure the full sequence below runs and reports exactly as before
+            try:
+                os.link(source, self._os_path(dst), follow_symlinks=False)
+            except OSError:
+                pass
+            else:
+                try:
+                    os.unlink(source)
+                except OSError as exc:
+                    raise self._oserror(op, dst, exc) from exc
+                return
         try:
             info = os.lstat(source)
         except OSError as exc:
