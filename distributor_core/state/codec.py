@@ -20,14 +20,14 @@ from typing import Any
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
-    ManifestFile,
     manifest_from_obj,
     manifest_to_obj,
     validate_manifest,
 )
-from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
+from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
 from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
+from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.state.model import (
     LEGACY_SCHEMA_VERSION,
     RECONCILIATION_REPLACE,
@@ -189,45 +189,13 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
 def _manifest(raw_source: dict[str, Any] | None, context: str) -> Manifest:
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
-    fast = _manifest_fast(raw_source["manifest"])
+    fast = fastcheck.manifest_from_obj_fast(raw_source["manifest"])
     if fast is not None:
         return fast
     try:
         return validate_manifest(manifest_from_obj(raw_source["manifest"]))
     except ManifestError as exc:
         raise StateError(f"{context}: {exc}") from None
-
-
-def _manifest_fast(obj: Any) -> Manifest | None:
-    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
-    per-field checks, when every field has its plain expected type and the result is valid
-    (:func:`fastcheck.manifest_valid`); ``None`` otherwise (the exact path then reports)."""
-    try:
-        if type(obj) is not dict:
-            return None
-        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
-        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
-            return None
-        if type(created) is not str or type(obj["files"]) is not list:
-            return None
-        items = obj["files"]
-        paths = [item["path"] for item in items]
-        shas = [item["sha256"] for item in items]
-        sizes = [item["size"] for item in items]
-        if not all(type(p) is str for p in paths) or not all(type(h) is str for h in shas):
-            return None
-        if not all(type(n) is int for n in sizes):
-            return None
-        manifest = Manifest(
-            schema_version=version,
-            id=manifest_id,
-            digest=digest,
-            created=parse_rfc3339(created),
-            files=tuple(map(ManifestFile, paths, shas, sizes)),
-        )
-    except (KeyError, TypeError, TimestampError, ManifestError):
-        return None
-    return manifest if fastcheck.manifest_valid(manifest) else None
 
 
 def _primary_url(raw_links: dict[str, Any] | None) -> str:
@@ -469,7 +437,16 @@ def parse_state_document(data: bytes | str) -> StateDocument:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def _output_obj(output: OutputRecord | SharedOutputRecord) -> dict[str, Any]:
+class _SecondsCache(dict):
+    """``format_seconds`` memoised for one document: outputs share a handful of timestamps."""
+
+    def __missing__(self, value: datetime) -> str:
+        text = self[value] = format_seconds(value)
+        return text
+
+
+def _output_obj(output: OutputRecord | SharedOutputRecord, seconds: Any = None) -> dict[str, Any]:
+    fmt = seconds.__getitem__ if seconds is not None else format_seconds
     obj: dict[str, Any] = {"path": output.path, "kind": output.kind, "source_path": output.source_path}
     if output.transform:
         obj["transform"] = output.transform
@@ -482,9 +459,9 @@ def _output_obj(output: OutputRecord | SharedOutputRecord) -> dict[str, Any]:
         obj["destination_id"] = output.destination_id
         obj["source_id"] = output.source_id
         obj["source_digest"] = output.source_digest
-        obj["source_created"] = format_seconds(output.source_created)
-    obj["created_at"] = format_seconds(output.created_at)
-    obj["updated_at"] = format_seconds(output.updated_at)
+        obj["source_created"] = fmt(output.source_created)
+    obj["created_at"] = fmt(output.created_at)
+    obj["updated_at"] = fmt(output.updated_at)
     return obj
 
 
@@ -502,7 +479,8 @@ def _single_owner_obj(state: SingleOwnerState) -> dict[str, Any]:
     obj["source"] = {"manifest": manifest_to_obj(state.manifest)}
     if state.primary_url:
         obj["links"] = {"primary_url": state.primary_url}
-    obj["outputs"] = [_output_obj(output) for output in state.outputs]
+    seconds = _SecondsCache()
+    obj["outputs"] = [_output_obj(output, seconds) for output in state.outputs]
     return obj
 
 
@@ -526,7 +504,8 @@ def _shared_root_obj(state: SharedRootState) -> dict[str, Any]:
     obj["updated_at"] = format_seconds(state.updated_at)
     obj["state"] = {"mode": STATE_MODE_SHARED_ROOT}
     obj["owners"] = [_owner_obj(owner) for owner in state.owners]
-    obj["outputs"] = [_output_obj(output) for output in state.outputs]
+    seconds = _SecondsCache()
+    obj["outputs"] = [_output_obj(output, seconds) for output in state.outputs]
     return obj
 
 

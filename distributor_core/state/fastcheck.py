@@ -16,10 +16,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from distributor_core.bundle import Manifest, ManifestFile
+from distributor_core.bundle import Manifest, ManifestError, ManifestFile
 from distributor_core.jsonfmt import _go_escape as go_escape  # the exact rule Go's encoder applies
 from distributor_core.jsonfmt import dumps_compact
-from distributor_core.timefmt import ZERO_TIME
+from distributor_core.timefmt import ZERO_TIME, TimestampError, parse_rfc3339
 
 #: the string encoder json.dumps(ensure_ascii=False) uses (the C one when available)
 _encode_string = json.encoder.encode_basestring
@@ -149,3 +149,35 @@ def manifest_valid(manifest: Any) -> bool:
         return bundle_digest_valid_records(files) == manifest.digest
     except Exception:  # anything unexpected: let the exact validation decide
         return False
+
+
+def manifest_from_obj_fast(obj: Any) -> Manifest | None:
+    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
+    per-field checks, when every field has its plain expected type and the result is valid
+    (:func:`manifest_valid`); ``None`` otherwise (the exact path then reports)."""
+    try:
+        if type(obj) is not dict:
+            return None
+        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
+        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
+            return None
+        if type(created) is not str or type(obj["files"]) is not list:
+            return None
+        items = obj["files"]
+        paths = [item["path"] for item in items]
+        shas = [item["sha256"] for item in items]
+        sizes = [item["size"] for item in items]
+        if not all(type(p) is str for p in paths) or not all(type(h) is str for h in shas):
+            return None
+        if not all(type(n) is int for n in sizes):
+            return None
+        manifest = Manifest(
+            schema_version=version,
+            id=manifest_id,
+            digest=digest,
+            created=parse_rfc3339(created),
+            files=tuple(map(ManifestFile, paths, shas, sizes)),
+        )
+    except (KeyError, TypeError, TimestampError, ManifestError):
+        return None
+    return manifest if manifest_valid(manifest) else None
