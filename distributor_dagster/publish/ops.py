@@ -128,8 +128,11 @@ def validate_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDe
         try:
             with open_source(site, pipeline, selection, dry_run=selection.dry_run) as source:
                 for path in selection.bundle_paths:
-                    found, errors = load_and_validate(pipeline, source, RunOptions(bundle_path=path))
-                    bundles.extend(found)
+                    options = RunOptions(bundle_path=path, dry_run=selection.dry_run)
+                    found, errors = load_and_validate(pipeline, source, options)
+                    # only path and manifest travel to the next steps (pickled by the IO manager):
+                    # source bytes never land in Dagster's storage; execute streams them again
+                    bundles.extend(SourceBundle(bundle.path, bundle.manifest) for bundle in found)
                     invalid.extend(error for _, error in errors)
         except Exception as exc:
             _fail_upload(site, pipeline, selection, context.run_id, str(exc))
