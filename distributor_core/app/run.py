@@ -20,6 +20,7 @@ from distributor_core.execute.publish import PublishOutcome, default_holder, pub
 from distributor_core.plan.model import PlanRequest
 from distributor_core.source import (
     SourceBundle,
+    ValidatedContent,
     discover_bundles,
     load_source_manifest,
     select_newest,
@@ -199,6 +200,7 @@ def publish_bundles(
                 distributor_version=options.version,
                 force=options.force,
                 republish=options.republish,
+                source_content=bundle.content,
             )
             def on_progress(progress: Progress, _d=destination, _b=bundle, _events=options.events) -> None:
                 if _events is not None:
@@ -224,6 +226,8 @@ def load_and_validate(
     paths = [options.bundle_path] if options.bundle_path is not None else discover_bundles(source)
     bundles: list[SourceBundle] = []
     invalid: list[tuple[str, str]] = []
+    # small files are published from the bytes validation read (one budget per pipeline run)
+    content = ValidatedContent() if not options.dry_run else None
     for path in paths:
         try:
             manifest = load_source_manifest(source, path)
@@ -232,11 +236,13 @@ def load_and_validate(
                 if options.events is not None:
                     options.events(RunEvent("validate", pipeline.id, bundle_path=_p, bytes_done=done))
 
-            validate_source_bundle(source, path, manifest, progress=on_bytes if options.events else None)
+            validate_source_bundle(
+                source, path, manifest, progress=on_bytes if options.events else None, keep=content
+            )
         except BundleError as exc:
             invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))
             continue
-        bundles.append(SourceBundle(path, manifest))
+        bundles.append(SourceBundle(path, manifest, content))
     return bundles, invalid
 
 

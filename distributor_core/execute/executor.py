@@ -15,9 +15,9 @@ leaves the journal for the next writer to roll forward; the publication itself s
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -26,8 +26,8 @@ from distributor_core.execute import journal as jr
 from distributor_core.execute.lock import DestinationLock
 from distributor_core.execute.statebuild import build_state
 from distributor_core.plan.model import Action, Plan, PlannedOutput
-from distributor_core.state import marshal_state
-from distributor_core.storage.base import Storage, iter_chunks
+from distributor_core.state import fastcheck, marshal_state
+from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 
@@ -64,17 +64,47 @@ class _Step:
     final: str
     temp: str | None
     backup: str | None
+    #: storage path of the source file in the source storage
+    source: str = ""
 
 
-def _chunks(source: Storage, source_bundle: str, output: PlannedOutput) -> Iterator[bytes]:
+def _joined(prefix: str, paths: list[str]) -> list[str]:
+    """``lp.join(prefix, p)`` for every path: when all of them are valid bundle paths (always,
+    for a plan build_plan made) the prefix is checked once and the rest is string joining."""
+    lp.validate_prefix(prefix)
+    if fastcheck.bundle_paths_valid(paths):
+        return list(paths) if prefix == "" else [f"{prefix}/{p}" for p in paths]
+    return [lp.join(prefix, p) for p in paths]
+
+
+def _chunks(source: Storage, path: str, output: PlannedOutput, content=None) -> Iterator[bytes]:
     if output.content is not None:
         yield output.content
         return
-    stream = source.open_read(lp.join(source_bundle, output.source_path))
+    if content is not None:
+        validated = content.get(path)
+        if validated is not None:  # the bytes validation hashed; the write verifies them again
+            yield validated
+            return
+    stream = source.open_read(path)
     try:
-        yield from iter_chunks(stream)
+        # a small file in one read of its size + 1 (no 4 MiB buffer per file); EOF still ends it
+        yield from iter_chunks(stream, output.size + 1 if output.size < CHUNK_SIZE else CHUNK_SIZE)
     finally:
         stream.close()
+
+
+def _source_paths(plan: Plan) -> list[str]:
+    """Where each output's bytes come from; generated outputs carry theirs (no source read)."""
+    copies = [o.source_path for o in plan.outputs if o.content is None]
+    joined = iter(_joined(plan.source_bundle_path, copies) if copies else ())
+    return [next(joined) if o.content is None else "" for o in plan.outputs]
+
+
+def _without_temporaries(journal: jr.Journal) -> jr.Journal:
+    """The journal as the success path's cleanup sees it: temporaries all renamed into place."""
+    writes = tuple(jr.JournalWrite(w.path, None, w.backup, w.sha256) for w in journal.writes if w.backup)
+    return dataclasses.replace(journal, writes=writes)
 
 
 def _exists(storage: Storage, path: str) -> bool:
@@ -108,6 +138,46 @@ def _possibly_existing(plan: Plan) -> set[str]:
     return recorded
 
 
+def _run_parallel(
+    pairs: list[tuple[_Step, str]], write_one: Callable[[_Step, str], None], threads: int
+) -> None:
+    """Run ``write_one`` over ``pairs`` on ``threads`` workers pulling the next pair in plan
+    order. After a failure no further pair starts; the failure of the earliest pair is raised
+    once every worker has stopped, so nothing is still writing when rollback begins."""
+    position = iter(range(len(pairs)))
+    take = threading.Lock()
+    failures: dict[int, BaseException] = {}
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            with take:
+                index = next(position, None)
+            if index is None:
+                return
+            step, target = pairs[index]
+            try:
+                write_one(step, target)
+            except BaseException as exc:
+                failures[index] = exc
+                stop.set()
+                return
+
+    pool = [threading.Thread(target=worker, name=f"distributor-write-{n}", daemon=True) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    try:
+        for thread in pool:
+            thread.join()
+    except BaseException:
+        stop.set()  # interrupted: let the writes in progress finish, start no more
+        for thread in pool:
+            thread.join()
+        raise
+    if failures:
+        raise failures[min(failures)]
+
+
 def _settle(destination: Storage, journal: jr.Journal, committed: set[str]) -> jr.Recovery | None:
     try:
         return jr.finish(destination, journal, committed=committed)
@@ -137,8 +207,9 @@ def execute_plan(
     candidates = _possibly_existing(plan)
     stage = destination.atomic_rename
     steps: list[_Step] = []
-    for output in plan.outputs:
-        final = lp.join(bundle, output.path)
+    finals = _joined(bundle, [o.path for o in plan.outputs])
+    sources = _source_paths(plan)
+    for output, final, source_path in zip(plan.outputs, finals, sources, strict=True):
         existing = output.path in candidates and _exists(destination, final)
         steps.append(
             _Step(
@@ -146,6 +217,7 @@ def execute_plan(
                 final=final,
                 temp=lp.sibling_temp_path(final) if stage else None,
                 backup=lp.sibling_backup_path(final) if existing else None,
+                source=source_path,
             )
         )
     deletes = [lp.join(bundle, p) for p in _omitted_deletes(plan)]
@@ -165,7 +237,7 @@ def execute_plan(
         try:
             destination.write_stream(
                 target,
-                _chunks(source, plan.source_bundle_path, step.output),
+                _chunks(source, step.source, step.output, plan.source_content),
                 overwrite=False,
                 expected_size=step.output.size,
                 expected_sha256=step.output.sha256,
@@ -181,21 +253,17 @@ def execute_plan(
                 progress(counts)
 
     def run_writes(pairs: list[tuple[_Step, str]]) -> None:
-        limit = workers if workers is not None else getattr(destination, "max_parallel_writes", 1)
+        limit = workers
+        if limit is None:
+            limit = getattr(destination, "max_parallel_writes", 1)
+            floor = getattr(destination, "parallel_min_file_size", 0)
+            if floor and sum(step.output.size for step, _ in pairs) < floor * len(pairs):
+                limit = 1  # small files: threads would only contend for the GIL
         if limit <= 1 or len(pairs) <= 1:
             for step, target in pairs:
                 write_one(step, target)
             return
-        with ThreadPoolExecutor(max_workers=min(limit, len(pairs))) as pool:
-            futures = [pool.submit(write_one, step, target) for step, target in pairs]
-            errors = []
-            for future in futures:
-                try:
-                    future.result()
-                except BaseException as exc:
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
+        _run_parallel(pairs, write_one, min(limit, len(pairs)))
 
     committed: set[str] = set()
     try:
@@ -230,12 +298,16 @@ def execute_plan(
         settled = _settle(destination, journal, committed)
         if settled is None or settled.direction != "forward":
             raise failure
-        result.deleted = [p for p in settled.removed if p in set(deletes)]
+        delete_set = set(deletes)
+        result.deleted = [p for p in settled.removed if p in delete_set]
     else:
         try:
             settled = jr.Recovery(bundle, "forward")
-            jr.roll_forward(destination, journal, settled)
-            result.deleted = [p for p in settled.removed if p in set(deletes)]
+            # every temporary was renamed into place, so only deletes, backups and the journal
+            # are left to remove (roll_forward would probe each temporary in vain)
+            jr.roll_forward(destination, _without_temporaries(journal), settled)
+            delete_set = set(deletes)
+            result.deleted = [p for p in settled.removed if p in delete_set]
         except StorageError as exc:
             result.warnings.append(
                 f"published, but cleanup of replaced files did not finish ({exc}); the next run completes it"

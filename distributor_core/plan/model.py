@@ -141,6 +141,9 @@ class PlanRequest:
     force: bool = False
     republish: bool = False
     renderer: Renderer | None = None
+    #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), which
+    #: execution writes instead of reading the source again; None reads everything again
+    source_content: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -172,6 +175,8 @@ class Plan:
     deletes: tuple[str, ...] = ()
     #: single-owner merge retention (replace_older + merge, or a same-source takeover in merge mode)
     merge_retention: bool = False
+    #: the request's ``source_content`` (validated bytes of small source files), for execution
+    source_content: Any = field(default=None, repr=False, compare=False)
 
     @property
     def force(self) -> bool:

@@ -117,6 +117,7 @@ def build_plan(request: PlanRequest) -> Plan:
         existing_shared_root=status.shared_root,
         state_revision=revision,
         taken_over_outputs=tuple(taken_over),
+        source_content=request.source_content,
     )
     if shared:
         _plan_shared_root(plan, request, status)
