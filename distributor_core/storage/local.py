@@ -136,11 +136,14 @@ class LocalStorage(Storage):
         """Refuse a symlink on any segment below the root (the final one too if asked).
 
         Returns True when every checked segment exists and is a directory (so a parent needs no
-        creating); False when the walk stopped at a missing or non-directory segment.
+        creating); False when the walk stopped at a missing or non-directory segment, or when
+        there was no segment to check (the root itself may not exist yet).
         """
         segments = path.split("/") if path else []
         if not include_self and segments:
             segments.pop()
+        if not segments:
+            return False
         prefix = self._root_prefix
         current = self._root_str if prefix is None else prefix
         for index, segment in enumerate(segments):
