@@ -77,8 +77,15 @@ def _owner_config(work: Path, owner: str, destination_yaml: str) -> Path:
         f"      path: src-{owner}\n"
         "    destinations:\n"
         "      - id: site\n" + destination_yaml + "        state:\n          mode: shared_root\n"
+        + (MAINTAINER_POLICY if owner.startswith("maint") else "")
     )
     return config
+
+
+MAINTAINER_POLICY = (
+    "        reconciliation:\n          mode: merge\n"
+    "        retention:\n          prune:\n            enabled: true\n            keep_latest: 1\n"
+)
 
 
 @dataclass
@@ -114,8 +121,10 @@ class Watch:
             time.sleep(0.001)
 
 
-def race_shared_root(work: Path, root: Path, destination_yaml: str, *, writers: int, rounds: int) -> dict:
-    owners = [f"owner{i}" for i in range(writers)]
+def race_shared_root(
+    work: Path, root: Path, destination_yaml: str, *, writers: int, rounds: int, maintainers: int = 0
+) -> dict:
+    owners = [f"owner{i}" for i in range(writers)] + [f"maint{i}" for i in range(maintainers)]
     gate = work / "go"
     procs = []
     for owner in owners:
@@ -148,11 +157,12 @@ def race_shared_root(work: Path, root: Path, destination_yaml: str, *, writers: 
     check_consistent(final, unmanaged={}, label="shared root after the race")
     state = parse_state_document(final[".distributor.json"])
     assert isinstance(state, SharedRootState)
-    assert sorted(o.pipeline_id for o in state.owners) == owners
+    assert sorted(o.pipeline_id for o in state.owners) == sorted(owners)
     assert {o.pipeline_id: o.manifest.created for o in state.owners} == {
         owner: T0 + timedelta(seconds=rounds) for owner in owners
     }
-    assert len(state.outputs) == 3 * writers
+    # three outputs per publisher; each maintainer's prune kept only its newest file
+    assert len(state.outputs) == 3 * writers + maintainers
     return {"conflicts": sum(r["conflicts"] for r in results), "reads": watch.reads}
 
 
@@ -163,6 +173,19 @@ def test_eight_writers_share_a_local_root_for_100_rounds(tmp_path: Path) -> None
     outcome = race_shared_root(tmp_path, root, _destination_yaml_local(root), writers=8, rounds=rounds)
     count("concurrency rounds (local shared root, 8 writers)", 8 * rounds)
     count("concurrency lock conflicts retried (local)", outcome["conflicts"])
+
+
+def test_publications_race_prune_and_reconcile_state_on_a_shared_root(tmp_path: Path) -> None:
+    """Four publishers and one owner that, each round, publishes in merge mode and then runs
+    ``prune --apply`` and ``reconcile-state`` on its records: maintenance under the same lock
+    never loses or damages another owner's records or files."""
+    root = tmp_path / "site"
+    root.mkdir()
+    rounds = 100 if LONG else 30
+    outcome = race_shared_root(tmp_path, root, _destination_yaml_local(root), writers=4, rounds=rounds,
+                               maintainers=1)
+    count("concurrency rounds (local shared root, 4 publishers + prune/reconcile-state)", 5 * rounds)
+    count("concurrency lock conflicts retried (local, with maintenance)", outcome["conflicts"])
 
 
 @pytest.mark.sftp

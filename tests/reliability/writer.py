@@ -4,8 +4,10 @@
 
 Each round rewrites the owner's source bundle (a file whose name changes every round, so replace
 mode also deletes) with ``created`` = T0 + round seconds and runs ``distributor run`` in-process
-(``main(argv)``). A run that fails because another writer holds the lock is retried (counted as a
-conflict); any other failure ends the writer. After every successful round the writer reads the
+(``main(argv)``). An owner named ``maint...`` publishes in merge mode (a new file each round) and
+then runs ``prune --apply`` and ``reconcile-state`` on its own records. A command that fails
+because another writer holds the lock is retried (counted as a conflict); any other failure ends
+the writer. After every successful round the writer reads the
 shared state and checks that
 
 - its own owner record is this round's publication and its outputs hold exactly their bytes (only
@@ -59,23 +61,39 @@ def read_state(read) -> object:  # type: ignore[no-untyped-def]
     return parse_state_document(read(".distributor.json"))
 
 
+def command(argv: list[str]) -> tuple[int, str]:
+    """Run ``distributor <argv>`` in-process until it is not refused by the lock."""
+    conflicts = 0
+    while True:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(argv, stdout=out, stderr=err)
+        if code == 0 or LOCKED not in err.getvalue():
+            return conflicts, "" if code == 0 else err.getvalue()
+        conflicts += 1
+
+
 def main_loop(config: str, source: Path, owner: str, rounds: int, read) -> dict[str, object]:  # type: ignore[no-untyped-def]
     conflicts = 0
     seen: dict[str, datetime] = {}
     scope = f"{owner}/site"
+    maintainer = owner.startswith("maint")
     for round_no in range(1, rounds + 1):
         files = source_files(owner, round_no)
+        if maintainer:  # merge mode: a new file each round, older ones pruned below
+            # newer rounds sort first by name, so keep_latest keeps the newest on an updated_at tie
+            files = {f"{owner}/file-{100_000 - round_no:06d}.txt": f"{owner} {round_no}\n".encode()}
         created = T0 + timedelta(seconds=round_no)
         write_source(source, files, f"{owner}.bundle", created)
-        while True:
-            out, err = io.StringIO(), io.StringIO()
-            code = main(["run", "--config", config], stdout=out, stderr=err)
-            if code == 0:
-                break
-            if LOCKED in err.getvalue():
-                conflicts += 1
-                continue
-            return {"owner": owner, "rounds": round_no - 1, "conflicts": conflicts, "error": err.getvalue()}
+        retried, error = command(["run", "--config", config])
+        conflicts += retried
+        if error:
+            return {"owner": owner, "rounds": round_no - 1, "conflicts": conflicts, "error": error}
+        if maintainer:
+            for argv in (["prune", "--apply"], ["reconcile-state"]):
+                retried, error = command([*argv, "--config", config, "--pipeline", owner, "--destination", "site"])
+                conflicts += retried
+                if error:
+                    return {"owner": owner, "rounds": round_no, "conflicts": conflicts, "error": error}
         state = read_state(read)
         current = {f"{o.pipeline_id}/{o.destination_id}": o.manifest.created for o in state.owners}
         if current.get(scope) != created:
@@ -83,6 +101,8 @@ def main_loop(config: str, source: Path, owner: str, rounds: int, read) -> dict[
                     "error": f"round {round_no}: state records {scope} at {current.get(scope)}"}
         mine = {o.path: o.sha256 for o in state.outputs if f"{o.pipeline_id}/{o.destination_id}" == scope}
         expected = {path: "sha256:" + hashlib.sha256(data).hexdigest() for path, data in files.items()}
+        if maintainer:  # the newest file stays (keep_latest), older ones may be pruned
+            mine = {path: digest for path, digest in mine.items() if path in expected}
         if mine != expected:
             return {"owner": owner, "rounds": round_no, "conflicts": conflicts,
                     "error": f"round {round_no}: records {sorted(mine)} != {sorted(expected)}"}
