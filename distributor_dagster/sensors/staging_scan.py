@@ -32,8 +32,8 @@ from distributor_core.server import staging
 CURSOR_VERSION = 1
 #: Records whose run id stamp is this much older than the cursor's are not read again.
 STAMP_MARGIN = timedelta(minutes=5)
-#: Seconds a tick may spend reading records before it continues on the next tick.
-READ_BUDGET = 0.5
+#: Seconds a tick may spend listing and reading records before it continues on the next tick.
+READ_BUDGET = 0.4
 _STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
@@ -66,12 +66,15 @@ class UploadCursor:
 
 
 def run_id_stamp(run_id: str) -> str:
-    match = staging.RUN_ID_RE.fullmatch(run_id)
-    return match["stamp"] if match else ""
+    """The ``YYYYMMDDTHHMMSSZ`` of a run id (``<pipeline>.<stamp>.<8 hex>``), ``""`` for other names."""
+    if not staging.is_run_id(run_id):
+        return ""
+    return run_id[-25:-9]
 
 
 def _sort_key(run_id: str) -> tuple[str, str]:
-    return (run_id_stamp(run_id), run_id)
+    # names come from staging.iter_run_ids, which only yields valid run ids
+    return (run_id[-25:-9], run_id)
 
 
 def window_start(stamp: str) -> str:
@@ -120,7 +123,7 @@ def _candidates(staging_path: Path, cursor: UploadCursor) -> list[str]:
         chosen = [name for name in names if _sort_key(name) > after]
     else:
         since = window_start(cursor.stamp)
-        chosen = [name for name in names if run_id_stamp(name) >= since]
+        chosen = [name for name in names if name[-25:-9] >= since]
     chosen.sort(key=_sort_key)
     return chosen
 
@@ -136,12 +139,12 @@ def scan_staging(
     """``accepted`` records admitted after ``cursor``, in ``seq`` order (at most ``max_requests``),
     and the cursor after them. Records that are running in Dagster or finished are passed over;
     records the inline publisher owns hold the cursor (:func:`inline_owned`)."""
+    deadline = clock() + budget  # listing the names counts against the budget too
     if not cursor.resume:
         issued = issued_seq(staging_path)
         if issued is not None and issued <= cursor.seq:
             return UploadScan(cursor=cursor, idle=True)
     scan = UploadScan(cursor=cursor)
-    deadline = clock() + budget
     records: list[staging.UploadRecord] = []
     last_read = ""
     for run_id in _candidates(staging_path, cursor):
