@@ -59,7 +59,7 @@ def _fail_upload(
 ) -> None:
     """Record a failed publication of an upload (never for dry runs, which leave the record alone)."""
     if selection.upload_run_id and not selection.dry_run:
-        uploads.mark_finished(pipeline, selection.upload_run_id, run_id, report=report, error=error,
+        uploads.mark_finished(site.config, pipeline, selection.upload_run_id, run_id, report=report, error=error,
                               clock=site.options.clock)
 
 
@@ -312,7 +312,7 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
             context.log.error(error)
         if selection.upload_run_id and not selection.dry_run:
             record = uploads.mark_finished(
-                pipeline, selection.upload_run_id, context.run_id, report=run_report,
+                site.config, pipeline, selection.upload_run_id, context.run_id, report=run_report,
                 error="; ".join(step_errors), clock=site.options.clock,
             )
             context.log.info(f"upload {record.run_id}: {record.status}")

@@ -12,8 +12,9 @@ from pathlib import Path
 import dagster as dg
 
 from distributor_core.app.report import RunReport
-from distributor_core.config import Pipeline
+from distributor_core.config import Config, Pipeline
 from distributor_core.server import staging
+from distributor_core.server.redact import host_redactions
 from distributor_core.timefmt import Clock
 
 
@@ -50,6 +51,7 @@ def mark_running(pipeline: Pipeline, upload_run_id: str, dagster_run_id: str, cl
 
 
 def mark_finished(
+    config: Config,
     pipeline: Pipeline,
     upload_run_id: str,
     dagster_run_id: str,
@@ -58,6 +60,14 @@ def mark_finished(
     error: str = "",
     clock: Clock | None = None,
 ) -> staging.UploadRecord:
+    """Record the end of the publication; host paths are scrubbed from the stored error and
+    report exactly as the inline publisher does (resolutions D2)."""
     return staging.mark_finished(
-        staging_path(pipeline), upload_run_id, report=report, error=error, dagster_run_id=dagster_run_id, clock=clock
+        staging_path(pipeline),
+        upload_run_id,
+        report=report,
+        error=error,
+        dagster_run_id=dagster_run_id,
+        clock=clock,
+        redact=host_redactions(config),
     )

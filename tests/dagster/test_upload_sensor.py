@@ -214,3 +214,21 @@ def test_a_dry_run_of_an_upload_leaves_its_record_alone(
     assert result.success
     assert (staging_path / run_id / "upload.json").read_bytes() == before
     assert not (tmp_path / "out").exists()
+
+
+def test_a_finished_upload_record_never_carries_host_paths(
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
+) -> None:
+    from distributor_dagster.publish import uploads
+
+    (run_id,) = staged_uploads(tmp_path, config, instance, 1)
+    loaded = load_config(config)
+    pipeline = loaded.pipeline("reports.daily")
+    mirror = pipeline.destination("mirror").storage.resolved_path
+    uploads.mark_finished(
+        loaded, pipeline, run_id, "dagster-run-1", error=f"cannot write {mirror}/r.md: disk full"
+    )
+    record = sg.read_record(tmp_path / "staging" / "reports.daily", run_id)
+    assert record.status == "failed"
+    assert record.error == "cannot write <destination mirror>/r.md: disk full"
+    assert str(tmp_path) not in json.dumps(record.to_dict())
