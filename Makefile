@@ -41,4 +41,4 @@ bench: install
 	@echo "see bench/README.md"
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info demo-output
+	rm -rf $(VENV) .pytest_cache build *.egg-info demo-output .dagster_home

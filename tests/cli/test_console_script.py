@@ -85,17 +85,26 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
     assert stderr == b""
 
 
-def test_demo_script_runs() -> None:
+def test_demo_script_runs(tmp_path: Path) -> None:
+    home = tmp_path / "dagster_home"
     result = subprocess.run(
         ["bash", str(REPO / "scripts" / "demo.sh")],
         cwd=REPO,
-        env={**os.environ, "DISTRIBUTOR": str(SCRIPT)},
+        env={**os.environ, "DISTRIBUTOR_BIN": str(SCRIPT.parent), "DAGSTER_HOME": str(home)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "Valid: path=examples/source-bundle id=reports.example files=2" in result.stdout
     assert "(exit code 1 as expected)" in result.stdout
     assert "file summary.txt size 119 does not match manifest size 81" in result.stderr
+    first, second = result.stdout.split("==> Run it again")[0], result.stdout.split("==> Run it again")[1]
+    assert "execute_local_archive ASSET_MATERIALIZATION" in first and "action=publish_new status=completed" in first
+    assert "ASSET_OBSERVATION" in second and "action=skip_same status=skipped" in second
+    assert f"runs:     {home}" in result.stdout
+    archive = REPO / "demo-output" / "local-publish" / "archive"
+    assert sorted(p.name for p in archive.iterdir()) == [".distributor.json", "report.md", "summary.txt"]
+    assert (archive / "summary.txt").read_bytes() == (REPO / "examples" / "source-bundle" / "summary.txt").read_bytes()
+    assert (home / "dagster.yaml").is_file() and any(home.iterdir())
