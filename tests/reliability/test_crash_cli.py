@@ -404,7 +404,7 @@ def test_timing_based_kills_during_a_large_write(tmp_path: Path) -> None:
         while time.monotonic() < deadline and proc.poll() is None and not seen_temp:
             seen_temp = any(_growing_temp(p) for p in root.iterdir())
             time.sleep(0.001)
-        time.sleep(rng.uniform(0, 0.04))
+        time.sleep(rng.uniform(0, 0.01))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         mid_write += seen_temp and proc.returncode == -signal.SIGKILL
