@@ -14,6 +14,7 @@ import os
 import re
 import stat as st
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -72,22 +73,45 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC",
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
+#: chunks at least this large are hashed on a helper thread while they are written (hashlib
+#: and os.write both release the GIL, so one large file keeps two cores busy)
+_OVERLAP_MIN = 1024 * 1024
+
+
+def _write_all(fd: int, chunk: bytes) -> None:
+    written = os.write(fd, chunk)
+    if written < len(chunk):
+        view = memoryview(chunk)[written:]
+        while view:
+            view = view[os.write(fd, view):]
+
+
 def _write_verified(fd: int, chunks: Iterable[bytes], verifier: HashingVerifier) -> None:
     """Hash and write every chunk to ``fd`` (closed on return), stopping once the expected size
-    is exceeded; the caller checks ``verifier.problem()``."""
+    is exceeded; the caller checks ``verifier.problem()``. Each chunk is hashed and written
+    completely before the next one is taken from ``chunks``."""
+    helper: ThreadPoolExecutor | None = None
+    expected = verifier.expected_size
     try:
         for chunk in chunks:
             if not chunk:
                 continue
-            verifier.update(chunk)
-            if verifier.exceeded():
-                break
-            written = os.write(fd, chunk)
-            if written < len(chunk):
-                view = memoryview(chunk)[written:]
-                while view:
-                    view = view[os.write(fd, view):]
+            if len(chunk) < _OVERLAP_MIN or (expected is not None and verifier.size + len(chunk) > expected):
+                verifier.update(chunk)
+                if verifier.exceeded():
+                    break
+                _write_all(fd, chunk)
+                continue
+            if helper is None:
+                helper = ThreadPoolExecutor(1, thread_name_prefix="distributor-hash")
+            hashed = helper.submit(verifier.update, chunk)
+            try:
+                _write_all(fd, chunk)
+            finally:
+                hashed.result()
     finally:
+        if helper is not None:
+            helper.shutdown(wait=True)
         os.close(fd)
 
 
