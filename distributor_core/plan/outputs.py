@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import repeat
+from operator import attrgetter
 from urllib.parse import quote, urlsplit
 
 from distributor_core import paths as lp
@@ -81,7 +82,7 @@ def build_outputs(
     """Plan order: every source copy in manifest order, then generated outputs in manifest order."""
     outputs: list[PlannedOutput] = []
     if policy.publish_source:
-        paths = [record.path for record in manifest_files]
+        paths = list(map(attrgetter("path"), manifest_files))
         # map() builds the records from C (PlannedOutput(path, "source", path, sha256, size))
         outputs.extend(
             map(
@@ -89,8 +90,8 @@ def build_outputs(
                 paths,
                 repeat("source", len(paths)),
                 paths,
-                [record.sha256 for record in manifest_files],
-                [record.size for record in manifest_files],
+                map(attrgetter("sha256"), manifest_files),
+                map(attrgetter("size"), manifest_files),
             )
         )
     if policy.publish_html:

@@ -21,7 +21,7 @@ from distributor_core.compare import (
 from distributor_core.plan import actions as act
 from distributor_core.plan.model import Action, Plan, PlanError, PlanRequest, TakenOverOutput
 from distributor_core.plan.outputs import apply_links, build_outputs, check_policy, normalize_policy
-from distributor_core.state import StateError, parse_state_document, project_single_owner_outputs
+from distributor_core.state import StateError, fastcheck, parse_state_document, project_single_owner_outputs
 from distributor_core.state.model import OwnerScope, SharedOutputRecord, SharedRootState
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -79,7 +79,9 @@ def build_plan(request: PlanRequest) -> Plan:
         renderer=request.renderer,
     )
     outputs, primary_url = apply_links(outputs, bundle_path=bundle_path, policy=policy)
-    status, revision = inspect_destination(request.destination, bundle_path)
+    # an unchanged destination records this very manifest: reuse it instead of rebuilding it
+    with fastcheck.expected_manifests(manifest):
+        status, revision = inspect_destination(request.destination, bundle_path)
     scope = OwnerScope(request.pipeline_id, request.destination_id)
     shared = policy.state_mode == "shared_root"
 

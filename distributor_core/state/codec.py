@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from itertools import repeat
 from typing import Any
 
 from distributor_core.bundle import (
@@ -189,7 +190,9 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
 def _manifest(raw_source: dict[str, Any] | None, context: str) -> Manifest:
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
-    fast = fastcheck.manifest_from_obj_fast(raw_source["manifest"])
+    fast = fastcheck.expected_manifest_for(raw_source["manifest"]) or fastcheck.manifest_from_obj_fast(
+        raw_source["manifest"]
+    )
     if fast is not None:
         return fast
     try:
@@ -356,32 +359,31 @@ def _single_owner_fast(obj: dict[str, Any]) -> tuple[SingleOwnerState, str] | No
     return _single_owner_from_raw({**top, "outputs": ()}, outputs)
 
 
+_OUTPUT_KEYS = ("path", "kind", "source_path", "sha256", "size", "created_at", "updated_at", "transform", "url")
+
+
 def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
     """Output records when every item is an object with non-empty string ``path``, ``kind``,
     ``source_path``, ``sha256``, created/updated times that parse, an int64 ``size``, optional
     string ``transform``/``url``, and paths are unique; else ``None``. Works column by column
     so each check is one pass in C over all records."""
     items = raw_outputs
-    if not all(type(item) is dict for item in items):
+    if set(map(type, items)) - {dict}:
         return None
-    paths = [item.get("path") for item in items]
-    kinds = [item.get("kind") for item in items]
-    sources = [item.get("source_path") for item in items]
-    shas = [item.get("sha256") for item in items]
-    sizes = [item.get("size") for item in items]
-    created = [item.get("created_at") for item in items]
-    updated = [item.get("updated_at") for item in items]
-    transforms = [item.get("transform") for item in items]
-    urls = [item.get("url") for item in items]
+    get = dict.get
+    # columns through map() (C loops, no Python frame per record)
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = (
+        list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS
+    )
     for column in (paths, kinds, sources, shas, created, updated):
-        if not all(type(value) is str for value in column) or not all(column):
+        if set(map(type, column)) - {str} or not all(column):
             return None
     for column in (transforms, urls):  # optional: absent or null means ""
-        if not all(value is None or type(value) is str for value in column):
+        if set(map(type, column)) - {str, type(None)}:
             return None
     transforms = [value or "" for value in transforms]
     urls = [value or "" for value in urls]
-    if not all(type(size) is int for size in sizes):
+    if set(map(type, sizes)) - {int}:
         return None
     if sizes and not (min(sizes) >= _INT64_MIN and max(sizes) <= _INT64_MAX):
         return None

@@ -13,7 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from distributor_core.bundle import Manifest, ManifestError, ManifestFile
@@ -116,6 +119,20 @@ def bundle_digest_fast(files: Sequence[ManifestFile]) -> str:
     return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+_PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
+_RECORD = '{{"path":"{}","sha256":"{}","size":{}}}'.format
+
+
+def _digest_of_columns(paths: list[str], shas: list[str], sizes: list[int]) -> str:
+    """The canonical digest of valid records given as columns. A valid path has no backslash or
+    control character, so its JSON string is the path in quotes unless it holds a quote; Go's
+    escapes then apply to the whole payload as ``bundle_digest_valid_records`` does."""
+    if any('"' in path for path in paths):
+        return bundle_digest_valid_records([ManifestFile(*row) for row in zip(paths, shas, sizes, strict=True)])
+    payload = go_escape("[" + ",".join(map(_RECORD, paths, shas, sizes)) + "]")
+    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
     """:func:`bundle_digest_fast` for records already known valid (plain-int sizes, digests of
     lowercase hex, so only paths need JSON string encoding)."""
@@ -125,8 +142,23 @@ def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
     return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+#: the last few manifests manifest_valid accepted, by identity (a Manifest and its files are
+#: frozen, so one found valid stays valid); bounded, so at most that many stay referenced
+_RECENT_VALID: list[Manifest] = []
+_RECENT_LIMIT = 4
+
+
 def manifest_valid(manifest: Any) -> bool:
     """True when ``bundle.validate_manifest(manifest)`` would accept ``manifest``."""
+    if any(known is manifest for known in _RECENT_VALID):
+        return True
+    if _manifest_valid(manifest):
+        _RECENT_VALID[:] = [manifest, *_RECENT_VALID[: _RECENT_LIMIT - 1]]
+        return True
+    return False
+
+
+def _manifest_valid(manifest: Any) -> bool:
     try:
         if type(manifest) is not Manifest:
             return False
@@ -139,14 +171,15 @@ def manifest_valid(manifest: Any) -> bool:
         if not times_set([manifest.created]):
             return False
         files = manifest.files
-        if not files or any(type(f) is not ManifestFile for f in files):
+        if not files or set(map(type, files)) != {ManifestFile}:
             return False
-        paths = [f.path for f in files]
+        paths = list(map(_PATH, files))
         if len(set(paths)) != len(paths) or not bundle_paths_valid(paths):
             return False
-        if not digests_valid([f.sha256 for f in files]) or not sizes_valid([f.size for f in files]):
+        shas, sizes = list(map(_SHA256, files)), list(map(_SIZE, files))
+        if not digests_valid(shas) or not sizes_valid(sizes):
             return False
-        return bundle_digest_valid_records(files) == manifest.digest
+        return _digest_of_columns(paths, shas, sizes) == manifest.digest
     except Exception:  # anything unexpected: let the exact validation decide
         return False
 
@@ -164,12 +197,10 @@ def manifest_from_obj_fast(obj: Any) -> Manifest | None:
         if type(created) is not str or type(obj["files"]) is not list:
             return None
         items = obj["files"]
-        paths = [item["path"] for item in items]
-        shas = [item["sha256"] for item in items]
-        sizes = [item["size"] for item in items]
-        if not all(type(p) is str for p in paths) or not all(type(h) is str for h in shas):
+        if set(map(type, items)) - {dict}:
             return None
-        if not all(type(n) is int for n in sizes):
+        paths, shas, sizes = (list(map(itemgetter(key), items)) for key in ("path", "sha256", "size"))
+        if set(map(type, paths)) - {str} or set(map(type, shas)) - {str} or set(map(type, sizes)) - {int}:
             return None
         manifest = Manifest(
             schema_version=version,
@@ -181,3 +212,48 @@ def manifest_from_obj_fast(obj: Any) -> Manifest | None:
     except (KeyError, TypeError, TimestampError, ManifestError):
         return None
     return manifest if manifest_valid(manifest) else None
+
+
+#: manifests a caller expects a document it is about to parse to record (planning passes the
+#: source manifest): a recorded manifest equal to one of them is reused instead of rebuilt
+_EXPECTED: ContextVar[tuple[Manifest, ...]] = ContextVar("distributor_expected_manifests", default=())
+
+
+@contextmanager
+def expected_manifests(*manifests: Manifest | None) -> Iterator[None]:
+    token = _EXPECTED.set(tuple(m for m in manifests if m is not None))
+    try:
+        yield
+    finally:
+        _EXPECTED.reset(token)
+
+
+def expected_manifest_for(obj: Any) -> Manifest | None:
+    """An expected manifest that ``obj`` (a decoded manifest object) describes exactly and that
+    is valid; parsing ``obj`` would build an equal manifest, so it can be used instead."""
+    for manifest in _EXPECTED.get():
+        if _describes(obj, manifest) and manifest_valid(manifest):
+            return manifest
+    return None
+
+
+def _describes(obj: Any, manifest: Manifest) -> bool:
+    try:
+        if type(obj) is not dict or type(manifest) is not Manifest:
+            return False
+        if type(obj["schema_version"]) is not int or obj["schema_version"] != manifest.schema_version:
+            return False
+        if obj["id"] != manifest.id or obj["digest"] != manifest.digest or type(obj["created"]) is not str:
+            return False
+        items, files = obj["files"], manifest.files
+        if type(items) is not list or len(items) != len(files) or set(map(type, items)) - {dict}:
+            return False
+        if parse_rfc3339(obj["created"]) != manifest.created:
+            return False
+        for key, getter, kind in (("path", _PATH, str), ("sha256", _SHA256, str), ("size", _SIZE, int)):
+            column = list(map(itemgetter(key), items))
+            if set(map(type, column)) - {kind} or column != list(map(getter, files)):
+                return False
+        return True
+    except (KeyError, TypeError, TimestampError):
+        return False

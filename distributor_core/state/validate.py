@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from datetime import datetime
+from operator import attrgetter
 from urllib.parse import urlsplit
 
 from distributor_core.bundle import (
@@ -132,28 +133,28 @@ def _outputs_valid_fast(
     loops then need not run. ``owners`` given: the shared-root rules too. ``valid_paths``: paths
     already known valid (the state's validated manifest); equal path columns need no rescan."""
     try:
-        if any(type(o) is not record_type for o in outputs):
+        if set(map(type, outputs)) - {record_type}:
             return False
-        paths = [o.path for o in outputs]
+        paths = list(map(_PATH, outputs))
         if len(set(paths)) != len(paths):
             return False
         if paths != valid_paths and not fastcheck.bundle_paths_valid(paths):
             return False
-        sources = [o.source_path for o in outputs]
+        sources = list(map(_SOURCE_PATH, outputs))
         if sources != valid_paths and sources != paths and not fastcheck.bundle_paths_valid(sources):
             return False
-        kinds = {o.kind for o in outputs}
+        kinds = set(map(_KIND, outputs))
         if not kinds <= set(OUTPUT_KINDS):
             return False
         if OUTPUT_KIND_GENERATED in kinds and not all(o.transform for o in outputs if o.kind == OUTPUT_KIND_GENERATED):
             return False
-        if not fastcheck.http_urls_valid([o.url for o in outputs if o.url]):
+        if not fastcheck.http_urls_valid([url for url in map(_URL, outputs) if url]):
             return False
-        if not fastcheck.digests_valid([o.sha256 for o in outputs]):
+        if not fastcheck.digests_valid(list(map(_SHA256, outputs))):
             return False
-        if not fastcheck.sizes_valid([o.size for o in outputs]):
+        if not fastcheck.sizes_valid(list(map(_SIZE, outputs))):
             return False
-        if not fastcheck.times_set([o.created_at for o in outputs] + [o.updated_at for o in outputs]):
+        if not fastcheck.times_set(list(map(_CREATED, outputs)) + list(map(_UPDATED, outputs))):
             return False
         if owners is None:
             return True
@@ -166,6 +167,10 @@ def _outputs_valid_fast(
         return fastcheck.times_set([o.source_created for o in outputs])
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
+
+
+_PATH, _SOURCE_PATH, _KIND, _URL = (attrgetter(name) for name in ("path", "source_path", "kind", "url"))
+_SHA256, _SIZE, _CREATED, _UPDATED = (attrgetter(name) for name in ("sha256", "size", "created_at", "updated_at"))
 
 
 def _check_unique_path(index: int, path: str, seen: set[str]) -> None:

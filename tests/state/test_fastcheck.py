@@ -14,7 +14,8 @@ from distributor_core.state import fastcheck
 from distributor_core.state.validate import check_http_url
 
 _PIECES = [
-    "a", "b", ".", "..", "/", "\\", "\n", "\x00", "\x1f", "\x7f", "\ud800", "é", " ", "\u00a0", "\u2028",
+    "a", "b", 'q"', "\u2029",
+    ".", "..", "/", "\\", "\n", "\x00", "\x1f", "\x7f", "\ud800", "é", " ", "\u00a0", "\u2028",
     "<", "&", '"', "manifest.json", ".distributor.json", ".distributor-tmp-1", ".distributor-bak-1", "x.distributor",
 ]
 _texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
@@ -58,6 +59,9 @@ def test_fast_digest_is_the_canonical_digest(rows: list[tuple[str, int]]) -> Non
         return
     assert fastcheck.bundle_digest_fast(files) == expected
     assert fastcheck.bundle_digest_valid_records(files) == expected
+    if all(source_path_problem(p) is None for p, _ in rows):  # columns: valid records only
+        assert fastcheck._digest_of_columns([f.path for f in files], [f.sha256 for f in files],
+                                            [f.size for f in files]) == expected
 
 
 def test_manifest_valid_agrees_with_validate_manifest() -> None:
@@ -140,3 +144,36 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), plain_strings=False))
     assert _outcome(parse_state_document, text) == generic
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
+
+
+def test_an_expected_manifest_is_reused_only_when_recorded_exactly_and_valid() -> None:
+    from datetime import timedelta
+
+    from distributor_core.bundle import parse_manifest
+    from distributor_core.state import parse_state_document
+
+    text = _state_text([_VARIANTS[0]])
+    plain = _outcome(parse_state_document, text)
+    assert plain[0] == "ok"
+    recorded = plain[1].manifest
+    same = parse_manifest(
+        b'{"schema_version": 1, "id": "b", "digest": "' + recorded.digest.encode() + b'", '
+        b'"created": "2026-01-01T00:00:00Z", "files": [{"path": "a.md", "sha256": "sha256:' + b"1" * 64
+        + b'", "size": 3}]}'
+    )
+    assert same == recorded and same is not recorded
+    with fastcheck.expected_manifests(same):
+        reused = _outcome(parse_state_document, text)
+    assert reused == plain and reused[1].manifest is same
+    later = Manifest(1, same.id, same.digest, same.created + timedelta(seconds=1), same.files)
+    with fastcheck.expected_manifests(later):
+        other = _outcome(parse_state_document, text)
+    assert other == plain and other[1].manifest is not later
+    # an expected manifest that is itself invalid never stands in for validation
+    bad_files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3),)
+    broken_text = text.replace(recorded.digest, "sha256:" + "f" * 64)
+    broken = Manifest(1, "b", "sha256:" + "f" * 64, same.created, bad_files)
+    baseline = _outcome(parse_state_document, broken_text)
+    assert baseline[0] == "error"
+    with fastcheck.expected_manifests(broken):
+        assert _outcome(parse_state_document, broken_text) == baseline
