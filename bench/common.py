@@ -25,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-WORK = BENCH / ".work"
+#: where scenarios put their files; BENCH_WORK moves them (e.g. to a tmpfs, away from other
+#: processes' journal commits on a shared disk)
+WORK = Path(os.environ.get("BENCH_WORK") or BENCH / ".work")
 VENV_BIN = Path(sys.executable).parent
 DISTRIBUTOR = str(VENV_BIN / "distributor")
 RCLONE = shutil.which("rclone") or "rclone"
@@ -119,14 +121,16 @@ def write_random_file(path: Path, size: int, seed: int) -> None:
             left -= n
 
 
-def make_bundle(root: Path, files: Sequence[tuple[str, int]], *, bundle_id: str = "bench", seed: int = 1) -> None:
+def make_bundle(
+    root: Path, files: Sequence[tuple[str, int]], *, bundle_id: str = "bench", seed: int = 1, created=None
+) -> None:
     """Write ``files`` (path, size) with pseudo-random content and a valid ``manifest.json``."""
     from distributor_core.bundle import build_manifest, write_manifest
 
     root.mkdir(parents=True, exist_ok=True)
     for index, (name, size) in enumerate(files):
         write_random_file(root / name, size, seed * 1_000_003 + index)
-    manifest = build_manifest(root, id=bundle_id, files=[name for name, _ in files])
+    manifest = build_manifest(root, id=bundle_id, files=[name for name, _ in files], created=created)
     write_manifest(root, manifest, overwrite=True)
 
 
@@ -155,14 +159,31 @@ class Timed:
     stdout: str = ""
 
 
-def run_timed(cmd: Sequence[str], *, env: dict | None = None, check: bool = True, cwd: Path | None = None) -> Timed:
-    """Run ``cmd``; wall-clock seconds and the child's peak RSS (``wait4``)."""
+#: GNU time, used to read a command's peak RSS: a child's own ru_maxrss also counts the memory
+#: of this (large) process it was forked from before exec
+GNU_TIME = "/usr/bin/time"
+
+
+def run_timed(
+    cmd: Sequence[str], *, env: dict | None = None, check: bool = True, cwd: Path | None = None, rss: bool = False
+) -> Timed:
+    """Run ``cmd``; wall-clock seconds and, with ``rss``, its peak RSS (through GNU time, so the
+    figure is the command's alone). ``env`` adds to the environment; ``None`` removes a variable."""
+    environment = {**os.environ, **(env or {})}
+    environment = {k: v for k, v in environment.items() if v is not None}
+    rss_file = None
+    if rss:
+        import tempfile
+
+        handle, rss_file = tempfile.mkstemp(prefix="bench-rss-")
+        os.close(handle)
+        cmd = [GNU_TIME, "-f", "%M", "-o", rss_file, *cmd]
     start = time.perf_counter()
     proc = subprocess.Popen(
         list(cmd),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
+        env=environment,
         cwd=cwd,
     )
     out, err = b"", b""
@@ -176,7 +197,13 @@ def run_timed(cmd: Sequence[str], *, env: dict | None = None, check: bool = True
             f"{' '.join(cmd)} exited {proc.returncode}\nstdout: {out.decode(errors='replace')[-2000:]}\n"
             f"stderr: {err.decode(errors='replace')[-2000:]}"
         )
-    return Timed(wall=wall, maxrss_kib=usage.ru_maxrss, stdout=out.decode(errors="replace"))
+    maxrss = usage.ru_maxrss
+    if rss_file is not None:
+        try:
+            maxrss = int(Path(rss_file).read_text().split()[-1])
+        finally:
+            os.unlink(rss_file)
+    return Timed(wall=wall, maxrss_kib=maxrss, stdout=out.decode(errors="replace"))
 
 
 def median_of(
@@ -210,18 +237,26 @@ def loadavg() -> str:
         return "?"
 
 
-def add_samples(report: "Report", samples: dict[str, list[float]], unit: str = "s") -> None:
+def add_samples(report: Report, samples: dict[str, list[float]], unit: str = "s") -> None:
     """Record every sample, the median and the load average next to the headline (best) figures."""
     parts = []
     for name, values in samples.items():
         shown = ",".join(f"{v:.3f}" for v in values)
         parts.append(f"{name} best {min(values):.3f} median {med(values):.3f} [{shown}]")
-    report.notes.append(f"samples ({unit}, best of {len(next(iter(samples.values())))} alternating): " + "; ".join(parts))
+    report.notes.append(
+        f"samples ({unit}, best of {len(next(iter(samples.values())))} alternating): " + "; ".join(parts)
+    )
     report.notes.append(f"load average at the end: {loadavg()}")
 
 
-def distributor_run(config: Path, *extra: str) -> Timed:
-    return run_timed([DISTRIBUTOR, "run", "--config", str(config), "--format", "json", *extra])
+def distributor_run(config: Path, *extra: str, expect: str | None = "completed") -> Timed:
+    """``distributor run`` as a user runs it (text report); every action must end ``expect``."""
+    result = run_timed([DISTRIBUTOR, "run", "--config", str(config), *extra])
+    if expect is not None:
+        actions = [line for line in result.stdout.splitlines() if line.startswith("Action:")]
+        if not actions or any(f"status={expect}" not in line for line in actions):
+            raise RuntimeError(f"distributor run did not end {expect}:\n{result.stdout[-2000:]}")
+    return result
 
 
 def rclone(*args: str) -> Timed:

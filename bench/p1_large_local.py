@@ -37,6 +37,7 @@ def main() -> c.Report:
             c.drop_dir_async(targets[name])
             targets[name].mkdir(parents=True)
 
+        quiet = c.wait_for_quiet()
         samples = c.median_of(
             {
                 "ours": lambda: c.distributor_run(config).wall,
@@ -66,6 +67,7 @@ def main() -> c.Report:
             "single pass",
         )
         c.add_samples(report, samples)
+        report.notes.append(quiet)
         report.notes.append("single-pass MiB/s samples: " + ",".join(f"{r / c.MIB:.0f}" for r in rates))
         c.save(report)
         return report

@@ -92,10 +92,26 @@ def main() -> c.Report:
         plan_same, same_samples = _best(lambda: build_plan(same), repeat)
         plan_newer, newer_samples = _best(lambda: build_plan(newer), repeat)
 
-        report = c.Report("P4", f"plan against .distributor.json with {OUTPUTS:,} outputs ({len(state_bytes) / c.MIB:.1f} MiB)")
-        report.add("build_plan, unchanged source (skip_same)", plan_same, loads, "s", "<= 3x", plan_same <= 3 * loads, "json.loads")
+        report = c.Report(
+            "P4", f"plan against .distributor.json with {OUTPUTS:,} outputs ({len(state_bytes) / c.MIB:.1f} MiB)"
+        )
         report.add(
-            "build_plan, newer source (replace_older)", plan_newer, loads, "s", "<= 3x", plan_newer <= 3 * loads, "json.loads"
+            "build_plan, unchanged source (skip_same)",
+            plan_same,
+            loads,
+            "s",
+            "<= 3x",
+            plan_same <= 3 * loads,
+            "json.loads",
+        )
+        report.add(
+            "build_plan, newer source (replace_older)",
+            plan_newer,
+            loads,
+            "s",
+            "<= 3x",
+            plan_newer <= 3 * loads,
+            "json.loads",
         )
         c.add_samples(report, {"json.loads": loads_samples, "skip_same": same_samples, "replace_older": newer_samples})
         report.notes.append(quiet)
