@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -62,9 +60,8 @@ def main() -> c.Report:
         def sftp_root(name: str) -> Path:
             return sshd.make_sftp_root(f"{name}-{secrets.token_hex(3)}")
 
-        local_dst = work / "dst"
         destinations = {
-            "local": {"id": "local", "backend": "local", "path": str(local_dst)},
+            "local": {"id": "local", "backend": "local", "path": str(work / "dst")},
             "sftp": {
                 "id": "sftp",
                 "backend": "ssh",
@@ -115,18 +112,14 @@ def main() -> c.Report:
         report.notes.append(c.wait_for_quiet())
         for name, destination in destinations.items():
             config = c.write_config(work / f"{name}.yml", src, [destination])
-            c.drop_dir_async(local_dst)
             ours = c.run_timed([c.DISTRIBUTOR, "run", "--config", str(config)], env=env, rss=True)
             if "status=completed" not in ours.stdout:
                 raise RuntimeError(f"distributor run to {name} did not complete:\n{ours.stdout}")
-            c.drop_dir_async(local_dst)
             peer = c.run_timed(
                 [c.RCLONE, "--config", "/dev/null", "copy", str(src / "b1"), rclone_targets[name]()],
                 env=rclone_env,
                 rss=True,
             )
-            if name == "local":
-                shutil.rmtree(work / "rclone-local", ignore_errors=True)
             ours_mib, peer_mib = _mib(ours.maxrss_kib), _mib(peer.maxrss_kib)
             report.add(
                 f"{name}: peak RSS",
@@ -165,9 +158,6 @@ def main() -> c.Report:
                     "boto3 upload_file",
                 )
                 report.notes.append(f"s3: boto3 upload_file {boto.wall:.1f} s")
-            if name == "sftp":
-                subprocess.run(["rm", "-rf", str(sshd.roots_dir)], check=False)
-                sshd.roots_dir.mkdir(mode=0o755)
         c.save(report)
         return report
     finally:
@@ -175,7 +165,7 @@ def main() -> c.Report:
             stop_moto(moto_proc)
         if sshd_proc is not None:
             stop_sshd(sshd_proc)
-        shutil.rmtree(peers_dir, ignore_errors=True)
+        c.discard(peers_dir)
         c.cleanup(work)
         os.sync()
 

@@ -34,12 +34,17 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)} or all")
         return 2
+    from bench import common
+
     missed = []
-    for name in wanted:
-        module = importlib.import_module(SCENARIOS[name])
-        report = module.main()
-        if any(row.met is False for row in report.rows):
-            missed.append(name)
+    try:
+        for name in wanted:
+            module = importlib.import_module(SCENARIOS[name])
+            report = module.main()
+            if any(row.met is False for row in report.rows):
+                missed.append(name)
+    finally:
+        common.empty_trash()  # deleted only now: see common.discard
     if missed:
         print(f"\ntargets missed: {', '.join(missed)}")
         return 1
