@@ -305,7 +305,7 @@ def single_pass_rate(sources: Sequence[Path], target_dir: Path, buffer: int = 4 
     """Bytes/s of one pass read + sha256 + write over ``sources`` into the new directory
     ``target_dir`` (no fsync), as in shared/notes/test-peers.md: the physical ceiling of a
     verified copy on this machine."""
-    target_dir.mkdir(parents=True)
+    target_dir.mkdir(parents=True, exist_ok=True)
     os.sync()
     total = 0
     buf = bytearray(buffer)
