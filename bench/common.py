@@ -96,10 +96,28 @@ TRASH = WORK / ".trash"
 _trash_count = 0
 
 
+def _online_discard(path: Path) -> bool:
+    """True when the filesystem holding ``path`` is mounted with ``discard``."""
+    best, options = "", ""
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            fields = line.split()
+            mount = fields[1]
+            if str(path.resolve()).startswith(mount.rstrip("/") + "/") and len(mount) > len(best):
+                best, options = mount, fields[3]
+    except OSError:
+        return True
+    return "discard" in options.split(",")
+
+
 def discard(path: Path) -> None:
-    """Move ``path`` out of the way without deleting anything now."""
+    """Move ``path`` out of the way without deleting anything now (deleted at once where that
+    costs nothing later, e.g. on a tmpfs, whose memory is better given back)."""
     global _trash_count
     if not path.exists():
+        return
+    if not _online_discard(path):
+        shutil.rmtree(path, ignore_errors=True)
         return
     TRASH.mkdir(parents=True, exist_ok=True)
     _trash_count += 1
@@ -132,6 +150,8 @@ class Targets:
 
     def fresh(self, name: str) -> Path:
         self.count += 1
+        for old in (self.work / "targets").glob(f"{name}-*"):
+            discard(old)  # deleted now only where deleting costs nothing later
         path = self.work / "targets" / f"{name}-{self.count}"
         path.mkdir(parents=True)
         os.sync()  # the previous sample's writeback does not run into this one
