@@ -71,7 +71,17 @@ def manifests_equal(a: Manifest, b: Manifest) -> bool:
     Schema version, id and digest equal; ``created`` the same instant; the same files, pairwise
     equal in order.
     """
-    return manifest_identity(a) == manifest_identity(b)
+    if a is b:
+        return True
+    if (a.schema_version, a.id, a.digest, a.created, len(a.files)) != (
+        b.schema_version,
+        b.id,
+        b.digest,
+        b.created,
+        len(b.files),
+    ):
+        return False
+    return a.files == b.files
 
 
 def manifest_identity(manifest: Manifest) -> ManifestIdentity:

@@ -18,6 +18,7 @@ from distributor_core.compare import (
     compare_single_owner,
     recorded_owner_manifest,
 )
+from distributor_core.gcpause import gc_paused
 from distributor_core.plan import actions as act
 from distributor_core.plan.model import Action, Plan, PlanError, PlanRequest, TakenOverOutput
 from distributor_core.plan.outputs import apply_links, build_outputs, check_policy, normalize_policy
@@ -64,7 +65,17 @@ def current_owner_records(status: DestinationStatus, scope: OwnerScope) -> tuple
     return ()
 
 
+#: manifests with at least this many files are planned with the cyclic garbage collector paused
+LARGE_MANIFEST = 10_000
+
+
 def build_plan(request: PlanRequest) -> Plan:
+    """Plan one destination publication (reads only); see the module docstring."""
+    with gc_paused(len(request.manifest.files) >= LARGE_MANIFEST):
+        return _build_plan(request)
+
+
+def _build_plan(request: PlanRequest) -> Plan:
     policy = normalize_policy(request.policy)
     check_policy(policy)
     if not request.pipeline_id or not request.destination_id:

@@ -25,6 +25,7 @@ from distributor_core.bundle import (
     manifest_to_obj,
     validate_manifest,
 )
+from distributor_core.gcpause import gc_paused
 from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
 from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
@@ -428,12 +429,17 @@ def parse_shared_root(data: bytes | str) -> SharedRootState:
     return _shared_root_from_obj(_decode(data))
 
 
+#: documents at least this large are parsed with the cyclic garbage collector paused
+LARGE_DOCUMENT = 1024 * 1024
+
+
 def parse_state_document(data: bytes | str) -> StateDocument:
     """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner)."""
-    obj = _decode(data)
-    if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
-        return _shared_root_from_obj(obj)
-    return _single_owner_from_obj(obj, plain_strings=_plain_strings(data))
+    with gc_paused(len(data) >= LARGE_DOCUMENT):
+        obj = _decode(data)
+        if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
+            return _shared_root_from_obj(obj)
+        return _single_owner_from_obj(obj, plain_strings=_plain_strings(data))
 
 
 # -- writing ---------------------------------------------------------------------------------
