@@ -25,6 +25,7 @@ from distributor_core.bundle import (
     verify,
 )
 from distributor_core.jsonfmt import JSONFormatError, loads_object
+from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -192,11 +193,20 @@ def validate_source_bundle(
     if threads > 1 and floor and sum(_size(r) for r in records) < floor * len(records):
         threads = 1  # small files: threads would only contend for the GIL
     targets = _file_paths(bundle_path, records)
-    if threads > 1:
-        _validate_parallel(storage, targets, records, progress, threads, keep)
-    else:
-        for target, record in zip(targets, records, strict=True):
-            _validate_file(storage, target, record, progress, keep)
+    callback = progress
+    if threads > 1 and progress is not None:
+        report = threading.Lock()
+
+        def callback(done: int) -> None:
+            with report:
+                progress(done)
+
+    run_ordered(
+        len(records),
+        lambda index: _validate_file(storage, targets[index], records[index], callback, keep),
+        threads=threads,
+        name="distributor-validate",
+    )
     return manifest
 
 
@@ -251,59 +261,6 @@ def _read_size(size: int) -> int:
     """Chunk size for a file of ``size`` bytes: the whole file plus one byte in one read when
     small (no 4 MiB buffer per small file), the storage chunk size otherwise."""
     return size + 1 if size < CHUNK_SIZE else CHUNK_SIZE
-
-
-def _validate_parallel(
-    storage: Storage,
-    targets: list[str],
-    records,
-    progress: ProgressCallback | None,
-    threads: int,
-    keep: ValidatedContent | None,
-) -> None:
-    """Validate files on ``threads`` workers taking them in manifest order. A worker stops at
-    the first file past the earliest failure, so that failure is the one sequential validation
-    would report."""
-    take = threading.Lock()
-    report = threading.Lock()
-    position = iter(range(len(records)))
-    failures: dict[int, BaseException] = {}
-    stop = threading.Event()
-
-    def locked_progress(done: int) -> None:
-        with report:
-            progress(done)
-
-    callback = locked_progress if progress is not None else None
-
-    def worker() -> None:
-        while not stop.is_set():
-            with take:
-                index = next(position, None)
-                if index is None or (failures and index > min(failures)):
-                    return
-            try:
-                _validate_file(storage, targets[index], records[index], callback, keep)
-            except BaseException as exc:
-                with take:
-                    failures[index] = exc
-                if not isinstance(exc, Exception):
-                    stop.set()
-                return
-
-    pool = [threading.Thread(target=worker, name=f"distributor-validate-{n}", daemon=True) for n in range(threads)]
-    for thread in pool:
-        thread.start()
-    try:
-        for thread in pool:
-            thread.join()
-    except BaseException:
-        stop.set()
-        for thread in pool:
-            thread.join()
-        raise
-    if failures:
-        raise failures[min(failures)]
 
 
 def select_newest(bundles: Iterable[SourceBundle]) -> SourceBundle | None:

@@ -25,6 +25,7 @@ from distributor_core import paths as lp
 from distributor_core.execute import journal as jr
 from distributor_core.execute.lock import DestinationLock
 from distributor_core.execute.statebuild import build_state
+from distributor_core.parallel import run_ordered
 from distributor_core.plan.model import Action, Plan, PlannedOutput
 from distributor_core.state import fastcheck, marshal_state
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
@@ -138,46 +139,6 @@ def _possibly_existing(plan: Plan) -> set[str]:
     return recorded
 
 
-def _run_parallel(
-    pairs: list[tuple[_Step, str]], write_one: Callable[[_Step, str], None], threads: int
-) -> None:
-    """Run ``write_one`` over ``pairs`` on ``threads`` workers pulling the next pair in plan
-    order. After a failure no further pair starts; the failure of the earliest pair is raised
-    once every worker has stopped, so nothing is still writing when rollback begins."""
-    position = iter(range(len(pairs)))
-    take = threading.Lock()
-    failures: dict[int, BaseException] = {}
-    stop = threading.Event()
-
-    def worker() -> None:
-        while not stop.is_set():
-            with take:
-                index = next(position, None)
-            if index is None:
-                return
-            step, target = pairs[index]
-            try:
-                write_one(step, target)
-            except BaseException as exc:
-                failures[index] = exc
-                stop.set()
-                return
-
-    pool = [threading.Thread(target=worker, name=f"distributor-write-{n}", daemon=True) for n in range(threads)]
-    for thread in pool:
-        thread.start()
-    try:
-        for thread in pool:
-            thread.join()
-    except BaseException:
-        stop.set()  # interrupted: let the writes in progress finish, start no more
-        for thread in pool:
-            thread.join()
-        raise
-    if failures:
-        raise failures[min(failures)]
-
-
 def _settle(destination: Storage, journal: jr.Journal, committed: set[str]) -> jr.Recovery | None:
     try:
         return jr.finish(destination, journal, committed=committed)
@@ -259,11 +220,7 @@ def execute_plan(
             floor = getattr(destination, "parallel_min_file_size", 0)
             if floor and sum(step.output.size for step, _ in pairs) < floor * len(pairs):
                 limit = 1  # small files: threads would only contend for the GIL
-        if limit <= 1 or len(pairs) <= 1:
-            for step, target in pairs:
-                write_one(step, target)
-            return
-        _run_parallel(pairs, write_one, min(limit, len(pairs)))
+        run_ordered(len(pairs), lambda index: write_one(*pairs[index]), threads=limit, name="distributor-write")
 
     committed: set[str] = set()
     try:
