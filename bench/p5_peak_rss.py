@@ -40,8 +40,9 @@ def _mib(kib: int) -> float:
 
 
 def main() -> c.Report:
-    from tests.peers.moto import start_moto, stop_moto
-    from tests.peers.sshd import start_sshd, stop_sshd
+    from tests.peers.moto import start_moto
+    from tests.peers.process import stop_process
+    from tests.peers.sshd import start_sshd
 
     work = c.workdir("p5")
     peers_dir = Path(tempfile.mkdtemp(prefix="distributor-bench-peers-"))
@@ -162,9 +163,9 @@ def main() -> c.Report:
         return report
     finally:
         if moto_proc is not None:
-            stop_moto(moto_proc)
+            stop_process(moto_proc)
         if sshd_proc is not None:
-            stop_sshd(sshd_proc)
+            stop_process(sshd_proc)
         c.discard(peers_dir)
         c.cleanup(work)
         os.sync()

@@ -19,23 +19,17 @@ import math
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 from bench import common as c
+from tests.peers.process import free_port
 
 UPLOADS = 50
 SIZE = 1024 * 1024
 TOKEN_ENV = "BENCH_UPLOAD_TOKEN"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _archives(work: Path) -> list[bytes]:
@@ -109,7 +103,7 @@ def main() -> c.Report:
     try:
         archives = _archives(work)
         token = secrets.token_urlsafe(24)
-        port = _free_port()
+        port = free_port()
         config = work / "distributor.yml"
         config.write_text(
             json.dumps(
@@ -172,7 +166,7 @@ def main() -> c.Report:
         server = None
 
         # peer: rclone serve webdav receiving the same bytes as plain PUTs
-        peer_port = _free_port()
+        peer_port = free_port()
         (work / "webdav").mkdir()
         peer = subprocess.Popen(
             [

@@ -48,7 +48,8 @@ else:  # the ceiling of this moto server: the same puts from several threads
 
 
 def main() -> c.Report:
-    from tests.peers.moto import start_moto, stop_moto
+    from tests.peers.moto import start_moto
+    from tests.peers.process import stop_process
 
     work = c.workdir("p8")
     moto_dir = Path(tempfile.mkdtemp(prefix="distributor-bench-moto-"))
@@ -121,7 +122,7 @@ def main() -> c.Report:
         return report
     finally:
         if moto_proc is not None:
-            stop_moto(moto_proc)
+            stop_process(moto_proc)
         shutil.rmtree(moto_dir, ignore_errors=True)
         c.cleanup(work)
 

@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.peers.process import free_port, stop_process
 
 REGION = "us-east-1"
 _START_TIMEOUT = 20.0
@@ -137,12 +138,6 @@ def make_s3_storage(server: MotoServer, bucket: str | None = None, prefix: str =
 # ---------------------------------------------------------------------------- setup helpers
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _moto_api(endpoint: str, path: str, data: bytes | None = None) -> bytes:
     request = urllib.request.Request(
         f"{endpoint}/moto-api/{path}",
@@ -212,7 +207,7 @@ def start_moto(workdir: Path) -> tuple[MotoServer, subprocess.Popen[bytes]]:
     env.pop("MOTO_PORT", None)
     last_log = ""
     for _attempt in range(3):
-        port = _free_port()
+        port = free_port()
         endpoint = f"http://127.0.0.1:{port}"
         log = open(workdir / "moto.log", "ab")  # noqa: SIM115 - kept open for the child
         try:
@@ -231,7 +226,7 @@ def start_moto(workdir: Path) -> tuple[MotoServer, subprocess.Popen[bytes]]:
                 access_key_id, secret_access_key = _create_user(endpoint)
                 _moto_api(endpoint, "reset-auth", b"0")
             except BaseException:
-                stop_moto(proc)
+                stop_process(proc)
                 raise
             server = MotoServer(
                 endpoint_url=endpoint,
@@ -243,19 +238,10 @@ def start_moto(workdir: Path) -> tuple[MotoServer, subprocess.Popen[bytes]]:
             )
             _check_auth_enforced(server)
             return server, proc
-        stop_moto(proc)
+        stop_process(proc)
         last_log = (workdir / "moto.log").read_text(errors="replace")
     pytest.fail(f"moto_server did not start on 127.0.0.1; its log:\n{last_log[-4000:]}", pytrace=False)
 
-
-def stop_moto(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -271,7 +257,7 @@ def moto_server() -> Iterator[MotoServer]:
         yield server
     finally:
         if proc is not None:
-            stop_moto(proc)
+            stop_process(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

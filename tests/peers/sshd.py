@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from tests.peers.process import free_port, stop_process
+
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
 #: dedicated unprivileged account the SFTP sessions run as when the tests run as root
@@ -144,12 +146,6 @@ def ensure_test_user() -> pwd.struct_passwd:
     return account
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _keygen(path: Path) -> str:
     _run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", "distributor-test", "-f", str(path)])
     public = path.with_name(path.name + ".pub").read_text().split()
@@ -230,7 +226,7 @@ def start_sshd(workdir: Path) -> tuple[SSHDServer, subprocess.Popen[bytes]]:
 
     last_log = ""
     for _attempt in range(3):
-        port = _free_port()
+        port = free_port()
         config = _check_config(workdir, port, account.pw_name)
         log = open(workdir / "sshd.log", "ab")  # noqa: SIM115 - kept open for the child
         try:
@@ -256,19 +252,10 @@ def start_sshd(workdir: Path) -> tuple[SSHDServer, subprocess.Popen[bytes]]:
             )
             known_hosts.write_text(server.known_hosts_line())
             return server, proc
-        stop_sshd(proc)
+        stop_process(proc)
         last_log = (workdir / "sshd.log").read_text(errors="replace")
     pytest.fail(f"sshd did not start on 127.0.0.1; its log:\n{last_log}", pytrace=False)
 
-
-def stop_sshd(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -284,7 +271,7 @@ def sshd_server() -> Iterator[SSHDServer]:
         yield server
     finally:
         if proc is not None:
-            stop_sshd(proc)
+            stop_process(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
