@@ -1,35 +1,18 @@
-"""examples/dagster: the scaling-out instance config and the dg project with DistributorComponent."""
+"""examples/dagster: the dg project with DistributorComponent (the instance files are tested on a real
+PostgreSQL in tests/production)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
 from tests.dagster.conftest import REPO
 
 pytestmark = pytest.mark.dagster
 
 EXAMPLE = REPO / "examples" / "dagster"
-
-
-def test_scaling_out_instance_sets_run_queue_limits_and_pool_limits(tmp_path: Path) -> None:
-    data = yaml.safe_load((EXAMPLE / "dagster.yaml").read_text())
-    assert data["storage"]["postgres"]["postgres_db"]["hostname"] == {"env": "DAGSTER_PG_HOST"}
-    assert data["run_launcher"]["class"] == "DockerRunLauncher"
-    # the parts this Dagster version can load without the optional postgres/docker packages
-    del data["storage"], data["run_launcher"]
-    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(data))
-    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
-        config = instance.get_concurrency_config()
-        assert config.pool_config.default_pool_limit == 1
-        assert config.run_queue_config.tag_concurrency_limits == [
-            {"key": "distributor/pipeline", "limit": 1, "value": {"applyLimitPerUniqueValue": True}}
-        ]
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
 
 
 def test_dg_project_example_builds_its_definitions_from_the_component(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,200 @@
+"""A real ``dagster-daemon run`` on a ``DAGSTER_HOME`` (test peer, started per test).
+
+``make_dagster_home`` copies ``examples/dagster/dagster.yaml`` verbatim into a fresh
+``DAGSTER_HOME``; the ``DAGSTER_PG_*`` variables of :mod:`tests.peers.postgres` point it at a
+database of the session's PostgreSQL cluster. ``start_daemon`` runs ``dagster-daemon run -m
+distributor_dagster.definitions`` as a child process in its own process group (its code server and
+the run workers Dagster's default launcher starts live in that group), waits until the sensor and
+run-queue daemons have sent a heartbeat, and stops the group by its id at the end.
+
+The distributor config and options reach the daemon, its code server and every run worker through
+the environment (``DISTRIBUTOR_CONFIG``, ``DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL``,
+``DISTRIBUTOR_DAGSTER_SENSOR_STATUS``), as on a production host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INSTANCE_EXAMPLE = REPO / "examples" / "dagster" / "dagster.yaml"
+BIN = Path(sys.executable).parent
+_READY_TIMEOUT = 120.0
+#: daemons a distributor deployment relies on: sensors (watch/uploads) and the run queue
+REQUIRED_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
+
+
+def make_dagster_home(directory: Path, instance_yaml: Path = INSTANCE_EXAMPLE) -> Path:
+    """A fresh ``DAGSTER_HOME`` holding ``instance_yaml`` (the shipped example by default)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(instance_yaml, directory / "dagster.yaml")
+    return directory
+
+
+@dataclass
+class Daemon:
+    """A running ``dagster-daemon run`` and where its output goes."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    home: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def _heartbeats_since(home: Path, env: Mapping[str, str], started: float) -> set[str]:
+    """Daemon types with a heartbeat newer than ``started`` in the instance of ``home``."""
+    import dagster as dg
+
+    with _environment(env), dg.DagsterInstance.from_config(str(home)) as instance:
+        beats = instance.get_daemon_heartbeats()
+    return {name for name, beat in beats.items() if beat.timestamp >= started}
+
+
+@contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` in ``os.environ`` for the block (Dagster reads ``{env: ...}`` from there)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
+    """SIGTERM to the daemon (it stops its threads and code server), then the process group it
+    leads is killed: run workers it left behind die with it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.poll() is None:
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def run_daemon(
+    home: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    *,
+    module: str = "distributor_dagster.definitions",
+    cwd: Path | None = None,
+) -> Iterator[Daemon]:
+    """``dagster-daemon run -m <module>`` with ``DAGSTER_HOME=home`` and ``env`` added to the
+    environment, ready once the sensor and run-queue daemons have sent a heartbeat."""
+    environment = {**os.environ, **env, "DAGSTER_HOME": str(home)}
+    started = time.time()
+    log = open(log_path, "ab")  # noqa: SIM115 - kept open for the child
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-m", module],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=environment,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    daemon = Daemon(proc=proc, log_path=log_path, home=home)
+    try:
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"dagster-daemon exited {proc.returncode}; its log:\n{daemon.log_text()[-4000:]}",
+                            pytrace=False)
+            if set(REQUIRED_DAEMONS) <= _heartbeats_since(home, env, started):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"dagster-daemon sent no heartbeat within {_READY_TIMEOUT:.0f} s; its log:\n"
+                            f"{daemon.log_text()[-4000:]}", pytrace=False)
+            time.sleep(0.5)
+        yield daemon
+    finally:
+        stop_group(proc)
+
+
+@contextmanager
+def run_webserver(
+    home: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    *,
+    module: str = "distributor_dagster.definitions",
+    cwd: Path | None = None,
+) -> Iterator[str]:
+    """``dagster-webserver -m <module>`` on a free port of 127.0.0.1; yields its base URL once
+    ``/server_info`` answers and the code location has loaded."""
+    import httpx
+
+    from tests.peers.process import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    environment = {**os.environ, **env, "DAGSTER_HOME": str(home)}
+    log = open(log_path, "ab")  # noqa: SIM115 - kept open for the child
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-m", module],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=environment,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    query = "{ workspaceOrError { __typename ... on Workspace { locationEntries { loadStatus } } } }"
+    try:
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"dagster-webserver exited {proc.returncode}; its log:\n"
+                            f"{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
+            try:
+                body = httpx.post(f"{url}/graphql", json={"query": query}, timeout=10).json()
+                entries = body["data"]["workspaceOrError"].get("locationEntries", [])
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    break
+            except (httpx.HTTPError, KeyError, TypeError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"dagster-webserver did not load its code location within {_READY_TIMEOUT:.0f} s; "
+                            f"its log:\n{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
+            time.sleep(0.5)
+        yield url
+    finally:
+        stop_group(proc)
