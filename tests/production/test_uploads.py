@@ -1,0 +1,111 @@
+"""``distributor serve --publisher dagster`` with the daemon on PostgreSQL (issue 13, item 3): an
+upload becomes exactly one run launched by the daemon's ``uploads_<p>`` sensor; ``GET /runs``
+follows it to ``succeeded``; a replayed idempotency key launches nothing; a failed upload run
+re-executed from failure (what the UI's button sends, through the webserver's GraphQL API)
+finishes the same upload record."""
+
+from __future__ import annotations
+
+import time
+
+import dagster as dg
+import httpx
+
+from distributor_core.server import staging as sg
+from tests.bundle.conftest import REPORT, SUMMARY
+from tests.production.harness import (
+    Deployment,
+    lifecycle,
+    reexecute_from_failure,
+    runs_tagged,
+    wait_finished,
+    wait_for,
+    wait_ticks_after,
+)
+from tests.server.harness import TOKEN, bundle_archive, published, upload, write_setup
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SENSOR = "uploads_reports"
+
+
+def _status(http: httpx.Client, run_id: str, wanted: set[str]) -> dict:
+    def view() -> dict | None:
+        body = http.get(f"/runs/{run_id}", headers=AUTH).json()
+        return body if body["status"] in wanted else None
+
+    return wait_for(view, message=f"upload {run_id} to be {wanted}")
+
+
+def test_an_upload_is_published_by_exactly_one_daemon_run(deployment: Deployment) -> None:
+    setup = write_setup(deployment.root / "site")
+    deployment.use_config(setup.config_path, setup.environ)
+    archive = bundle_archive(deployment.root)
+    with deployment.instance() as instance, deployment.daemon(), deployment.serve() as url, \
+            httpx.Client(base_url=url, timeout=30) as http:
+        first = upload(http, "reports", archive, key="nightly-1")
+        assert first.status_code == 202
+        run_id = first.json()["run_id"]
+        view = _status(http, run_id, {"succeeded", "failed"})
+        assert view["status"] == "succeeded", view
+        runs = runs_tagged(instance, upload_run_id=run_id)
+        assert [r.run_id for r in runs] == [view["dagster_run_id"]]
+        # the record says succeeded once the report step wrote it; the run ends a moment later
+        run = wait_finished(instance, [runs[0].run_id])[0].dagster_run
+        assert run.status == dg.DagsterRunStatus.SUCCESS and run.job_name == "publish_reports"
+        assert run.tags["distributor/pipeline"] == "reports" and run.tags["dagster/sensor_name"] == SENSOR
+        # the run went through the queue: enqueued, then dequeued by the daemon
+        life = lifecycle(instance, run)
+        assert life.enqueued <= life.dequeued <= life.started <= life.finished
+        record = sg.read_record(setup.staging("reports"), run_id)
+        assert (record.status, record.dagster_run_id) == ("succeeded", run.run_id)
+        assert not sg.bundle_dir(setup.staging("reports"), run_id).exists()
+        assert published(setup.destinations["reports/dest1"]) == {"report.md": REPORT, "summary.txt": SUMMARY}
+
+        # the same idempotency key again: the stored 202, and no new run on the following ticks
+        replay_at = time.time()
+        again = upload(http, "reports", archive, key="nightly-1")
+        assert again.status_code == 202 and again.json() == first.json()
+        wait_ticks_after(instance, SENSOR, replay_at, count=2)
+        assert [r.run_id for r in instance.get_runs(filters=dg.RunsFilter(job_name="publish_reports"))] == [
+            run.run_id]
+        assert http.get(f"/runs/{run_id}", headers=AUTH).json()["dagster_run_id"] == run.run_id
+
+
+def test_a_failed_upload_run_re_executed_from_failure_finishes_the_same_record(deployment: Deployment) -> None:
+    setup = write_setup(deployment.root / "site")
+    deployment.use_config(setup.config_path, setup.environ)
+    destination = setup.destinations["reports/dest1"]
+    # the destination root cannot be created: a regular file stands where its parent should be
+    destination.parent.parent.mkdir(parents=True)
+    destination.parent.write_text("not a directory\n")
+    with deployment.instance() as instance, deployment.daemon(), deployment.webserver() as web, \
+            deployment.serve() as url, httpx.Client(base_url=url, timeout=30) as http:
+        run_id = upload(http, "reports", bundle_archive(deployment.root)).json()["run_id"]
+        failed = _status(http, run_id, {"succeeded", "failed"})
+        assert failed["status"] == "failed", failed
+        parent = failed["dagster_run_id"]
+        assert wait_finished(instance, [parent])[0].dagster_run.status == dg.DagsterRunStatus.FAILURE
+        assert failed["error"] and str(deployment.root) not in failed["error"]
+        record = sg.read_record(setup.staging("reports"), run_id)
+        assert (record.status, record.dagster_run_id) == ("failed", parent)
+        assert sg.bundle_dir(setup.staging("reports"), run_id).is_dir()  # kept for a re-run
+
+        destination.parent.unlink()  # the operator fixes the destination
+        child = reexecute_from_failure(web, parent)
+        [finished] = wait_finished(instance, [child])
+        assert finished.dagster_run.status == dg.DagsterRunStatus.SUCCESS
+        assert finished.dagster_run.parent_run_id == parent
+        assert finished.dagster_run.tags["distributor/upload_run_id"] == run_id
+        # only the failed step and what follows it ran again
+        rerun = set(lifecycle(instance, finished.dagster_run).steps)
+        assert "discover" not in rerun and "report" in rerun
+
+        record = sg.read_record(setup.staging("reports"), run_id)
+        assert (record.status, record.dagster_run_id, record.error) == ("succeeded", child, "")
+        assert record.report["actions"][0]["action"] == "publish_new"
+        assert not sg.bundle_dir(setup.staging("reports"), run_id).exists()
+        view = http.get(f"/runs/{run_id}", headers=AUTH).json()
+        assert (view["status"], view["dagster_run_id"]) == ("succeeded", child)
+        assert published(destination) == {"report.md": REPORT, "summary.txt": SUMMARY}
+        # the uploads sensor never launched a second run for the record
+        assert {r.run_id for r in runs_tagged(instance, upload_run_id=run_id)} == {parent, child}
