@@ -14,6 +14,7 @@ import dagster as dg
 from distributor_core.config import Pipeline
 from distributor_core.server import staging
 from distributor_dagster.names import PipelineNames
+from distributor_dagster.pools import ensure_site_pools
 from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
 from distributor_dagster.site import Site
 
@@ -43,6 +44,7 @@ def uploads_sensor(site: Site, pipeline: Pipeline, names: PipelineNames, job: dg
         f"--publisher dagster` for pipeline {pipeline.id}.",
     )
     def uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        ensure_site_pools(context, site)
         scan = scan_staging(where, UploadCursor.parse(context.cursor), max_requests=options.max_runs_per_tick)
         for run_id, error in scan.errors:
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")

@@ -7,6 +7,7 @@ from distributor_core import paths as lp
 from distributor_core.config import Pipeline
 from distributor_core.storage.factory import open_source_storage
 from distributor_dagster.names import PipelineNames
+from distributor_dagster.pools import ensure_site_pools
 from distributor_dagster.sensors.source_scan import format_cursor, parse_cursor, scan_source
 from distributor_dagster.site import Site
 
@@ -24,6 +25,7 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames, job: dg.J
         f"of pipeline {pipeline.id}.",
     )
     def watch(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        ensure_site_pools(context, site)
         known = parse_cursor(context.cursor)
         with open_source_storage(pipeline.source, site.environment(), dry_run=True) as source:
             scan = scan_source(source, backend, known)

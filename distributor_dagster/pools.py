@@ -1,0 +1,67 @@
+"""Create the destination-root pools before the run queue first meets them (resolutions B1).
+
+Dagster 1.13's run queue gives a pool its ``concurrency.pools.default_limit`` the first time a
+queued run needs it, but enforces the limit only from its next pass: every run that needs the new
+pool and is queued at that first pass is launched together (measured: the first runs of two
+pipelines sharing a root started at once on a fresh PostgreSQL instance). So the sensors create
+the pools of every destination root of the code location, at the default limit, on their first
+tick in a process, before they request any run. An existing pool (an operator's own limit
+included) is left alone; a deployment without ``default_limit`` gets nothing.
+
+Later ticks cost nothing: the pools are remembered per instance (its event-log storage config),
+and the instance is not even opened for a tick that has nothing to create.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterable
+
+import dagster as dg
+
+from distributor_dagster.site import Site, pool_name
+
+_lock = threading.Lock()
+#: pools known to exist, per instance (its event-log storage config)
+_known: dict[Hashable, set[str]] = {}
+
+
+def site_pools(site: Site) -> set[str]:
+    """The pool of every destination root of the code location."""
+    return {
+        pool_name(destination.storage.root_key)
+        for pipeline in site.config.pipelines
+        for destination in pipeline.destinations
+    }
+
+
+def ensure_pools(instance: dg.DagsterInstance, pools: Iterable[str]) -> set[str]:
+    """Create the missing ones of ``pools`` at the instance's default pool limit (none without a
+    default limit); the pools it created."""
+    storage = instance.event_log_storage
+    if instance.global_op_concurrency_default_limit is None or not storage.supports_global_concurrency_limits:
+        return set()
+    missing = set(pools) - storage.get_concurrency_keys()
+    for pool in sorted(missing):
+        storage.initialize_concurrency_limit_to_default(pool)
+    return missing
+
+
+def ensure_site_pools(context: dg.SensorEvaluationContext, site: Site) -> None:
+    """:func:`ensure_pools` once per instance and process, from a sensor tick (nothing without an
+    instance, as under ``build_sensor_context()`` without one)."""
+    ref = context.instance_ref
+    key = ("instance", ref.event_storage_data) if ref is not None else None
+    pools = site_pools(site)
+    with _lock:
+        if key is not None and pools <= _known.get(key, set()):
+            return
+        try:
+            instance = context.instance
+        except dg.DagsterInvariantViolationError:
+            return
+        created = ensure_pools(instance, pools)
+        if key is not None:
+            _known.setdefault(key, set()).update(pools)
+    if created:
+        context.log.info("created concurrency pool(s) at the default limit: " + ", ".join(sorted(created)))
