@@ -164,21 +164,21 @@ class Lifecycle:
     finished: float
     #: (start, end) of each step, by step key
     steps: dict[str, tuple[float, float]]
-    #: event types in order
-    events: tuple[str, ...]
+    #: (event type, timestamp) of every event, in order
+    timeline: tuple[tuple[str, float], ...]
 
 
 def lifecycle(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Lifecycle:
     marks: dict[str, float] = {}
     step_start: dict[str, float] = {}
     steps: dict[str, tuple[float, float]] = {}
-    kinds: list[str] = []
+    timeline: list[tuple[str, float]] = []
     for entry in instance.all_logs(run.run_id):
         event = entry.dagster_event
         if event is None:
             continue
         kind = event.event_type_value
-        kinds.append(kind)
+        timeline.append((kind, entry.timestamp))
         marks.setdefault(kind, entry.timestamp)
         if kind == "STEP_START" and event.step_key:
             step_start[event.step_key] = entry.timestamp
@@ -187,7 +187,7 @@ def lifecycle(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Lifecycle:
     finished = marks.get("PIPELINE_SUCCESS", marks.get("PIPELINE_FAILURE", marks.get("PIPELINE_CANCELED")))
     missing = [k for k in ("PIPELINE_ENQUEUED", "PIPELINE_STARTING", "PIPELINE_START") if k not in marks]
     if missing or finished is None:
-        raise AssertionError(f"run {run.run_id} lacks {missing or 'an end event'}: {kinds}")
+        raise AssertionError(f"run {run.run_id} lacks {missing or 'an end event'}: {[k for k, _ in timeline]}")
     return Lifecycle(
         run_id=run.run_id,
         pipeline=run.tags.get("distributor/pipeline", ""),
@@ -196,7 +196,7 @@ def lifecycle(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Lifecycle:
         started=marks["PIPELINE_START"],
         finished=finished,
         steps=steps,
-        events=tuple(kinds),
+        timeline=tuple(timeline),
     )
 
 

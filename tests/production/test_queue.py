@@ -1,0 +1,86 @@
+"""Run queue and destination-root pools of the shipped instance file under a real daemon on
+PostgreSQL (issue 13, item 3; resolutions B1).
+
+Two pipelines publish into one destination root; each source holds two bundles when the daemon
+starts, so the watch sensors enqueue four publish runs at once. Every claim is read from the run
+events Dagster stored (enqueued, dequeued = STARTING, step start/end, end of run), never from
+how long something took: the root's pool lets one run at a time write it, the pipeline tag lets
+one run per pipeline run at a time, and a run waiting for the root stays QUEUED (no process, no
+step) until the run holding it has ended.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import dagster as dg
+
+from distributor_dagster.site import pool_name
+from tests.dagster.conftest import make_bundle
+from tests.production.harness import Deployment, Lifecycle, lifecycle, runs_tagged, wait_finished, wait_for
+
+PIPELINES = ("alpha", "beta")
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> None:
+    shared = deployment.root / "www"
+    pipelines = []
+    for pipeline in PIPELINES:
+        for index in (1, 2):
+            make_bundle(deployment.root / pipeline / f"{pipeline}{index}", f"{pipeline}.{index}",
+                        {"page.txt": f"{pipeline} {index}\n"})
+        pipelines.append({
+            "id": pipeline,
+            "source": {"backend": "local", "path": str(deployment.root / pipeline)},
+            "destinations": [{"id": "www", "backend": "local", "path": str(shared)}],
+        })
+    deployment.write_config({"pipelines": pipelines})
+
+    with deployment.instance() as instance, deployment.daemon() as daemon:
+        runs = wait_for(lambda: (found := runs_tagged(instance)) and len(found) >= 4 and found,
+                        message="four publish runs")
+        records = wait_finished(instance, [r.run_id for r in runs])
+        assert [r.dagster_run.status for r in records] == [dg.DagsterRunStatus.SUCCESS] * 4
+        assert len(runs_tagged(instance)) == 4
+        lives = [lifecycle(instance, r.dagster_run) for r in records]
+        pool = pool_name(f"local:{shared}")
+        assert all(r.dagster_run.run_op_concurrency.all_pools == {pool} for r in records)
+        log = daemon.log_text()
+
+    for pipeline in PIPELINES:
+        for index in (1, 2):
+            assert (shared / f"{pipeline}{index}" / "page.txt").read_text() == f"{pipeline} {index}\n"
+    assert sorted(life.pipeline for life in lives) == ["alpha", "alpha", "beta", "beta"]
+
+    def held(life: Lifecycle) -> tuple[float, float]:
+        return (life.dequeued, life.finished)
+
+    # the pool: no two runs writing the root were in progress at once, so neither were their
+    # execute steps
+    for a, b in itertools.combinations(lives, 2):
+        assert not _overlap(held(a), held(b)), (a, b)
+        assert not _overlap(a.steps["execute_www"], b.steps["execute_www"]), (a, b)
+    # the tag limit: one run per pipeline at a time
+    for a, b in itertools.combinations(lives, 2):
+        if a.pipeline == b.pipeline:
+            assert not _overlap(held(a), held(b))
+
+    # blocked on the pool: a run of the other pipeline, enqueued while the root was held, stayed
+    # QUEUED (its only event is the enqueue) until the holder's run had ended; the daemon names
+    # it as blocked by the pool, not by the tag limit
+    blocked = [
+        (holder, waiter) for holder, waiter in itertools.permutations(lives, 2)
+        if holder.pipeline != waiter.pipeline and waiter.enqueued < holder.dequeued < holder.finished
+        and waiter.dequeued > holder.dequeued
+    ]
+    assert blocked, f"no run waited for the root: {lives}"
+    for holder, waiter in blocked:
+        assert waiter.dequeued >= holder.finished
+        before = [kind for kind, at in waiter.timeline if at < holder.finished]
+        assert before == ["PIPELINE_ENQUEUED"], before
+    assert any(f"Run {waiter.run_id} is blocked by global concurrency limits" in log for _, waiter in blocked)
+
