@@ -35,6 +35,7 @@ def test_queue_limits_and_pools_are_the_documented_ones(deployment: Deployment) 
         assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
         assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.run_coordinator.dequeue_interval_seconds == 1
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
         config = instance.get_concurrency_config()
         assert config.pool_config.default_pool_limit == 1

@@ -153,7 +153,9 @@ def test_kubernetes_values_and_resources_agree(tmp_path: Path) -> None:
     assert postgresql["enabled"] is False and postgresql["postgresqlScheme"] == "postgresql+psycopg2"
     assert values["generatePostgresqlPasswordSecret"] is False
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
-    assert values["dagsterDaemon"]["runCoordinator"]["type"] == "QueuedRunCoordinator"
+    coordinator = values["dagsterDaemon"]["runCoordinator"]
+    assert coordinator["type"] == "QueuedRunCoordinator"
+    assert coordinator["config"]["queuedRunCoordinator"] == {"dequeueIntervalSeconds": 1}  # no limits there
     assert values["concurrency"]["pools"] == {"defaultLimit": 1, "granularity": "run"}
     assert values["concurrency"]["runs"]["tagConcurrencyLimits"] == [
         {"key": "distributor/pipeline", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
