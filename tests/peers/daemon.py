@@ -5,7 +5,9 @@
 database of the session's PostgreSQL cluster. ``start_daemon`` runs ``dagster-daemon run -m
 distributor_dagster.definitions`` as a child process in its own process group (its code server and
 the run workers Dagster's default launcher starts live in that group), waits until the sensor and
-run-queue daemons have sent a heartbeat, and stops the group by its id at the end.
+run-queue daemons have sent a heartbeat, and stops the group by its id at the end;
+``Webserver`` does the same for ``dagster-webserver`` (ready once its code location loaded).
+``start`` and ``wait_ready`` are separate so that several peers boot at the same time.
 
 The distributor config and options reach the daemon, its code server and every run worker through
 the environment (``DISTRIBUTOR_CONFIG``, ``DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL``,
@@ -22,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -40,25 +42,6 @@ def make_dagster_home(directory: Path, instance_yaml: Path = INSTANCE_EXAMPLE) -
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(instance_yaml, directory / "dagster.yaml")
     return directory
-
-
-@dataclass
-class Daemon:
-    """A running ``dagster-daemon run`` and where its output goes."""
-
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    home: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
 
 def _heartbeats_since(home: Path, env: Mapping[str, str], started: float) -> set[str]:
@@ -85,7 +68,7 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
+def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:
     """SIGTERM to the daemon (it stops its threads and code server), then the process group it
     leads is killed: run workers it left behind die with it."""
     if proc.poll() is None:
@@ -102,99 +85,127 @@ def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
         proc.wait(timeout=10)
 
 
-@contextmanager
-def run_daemon(
-    home: Path,
-    env: Mapping[str, str],
-    log_path: Path,
-    *,
-    module: str = "distributor_dagster.definitions",
-    cwd: Path | None = None,
-) -> Iterator[Daemon]:
-    """``dagster-daemon run -m <module>`` with ``DAGSTER_HOME=home`` and ``env`` added to the
-    environment, ready once the sensor and run-queue daemons have sent a heartbeat."""
-    environment = {**os.environ, **env, "DAGSTER_HOME": str(home)}
-    started = time.time()
+def _spawn(command: list[str], home: Path, env: Mapping[str, str], log_path: Path,
+           cwd: Path | None) -> subprocess.Popen[bytes]:
     log = open(log_path, "ab")  # noqa: SIM115 - kept open for the child
     try:
-        proc = subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-m", module],
+        return subprocess.Popen(
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=environment,
+            env={**os.environ, **env, "DAGSTER_HOME": str(home)},
             cwd=cwd,
             start_new_session=True,
         )
     finally:
         log.close()
-    daemon = Daemon(proc=proc, log_path=log_path, home=home)
-    try:
+
+
+@dataclass
+class _Peer:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    name: str
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _check(self, deadline: float, what: str) -> None:
+        if self.proc.poll() is not None:
+            pytest.fail(f"{self.name} exited {self.proc.returncode}; its log:\n{self.log_text()[-4000:]}",
+                        pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{self.name}: {what} within {_READY_TIMEOUT:.0f} s; its log:\n{self.log_text()[-4000:]}",
+                        pytrace=False)
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+
+
+@dataclass
+class Daemon(_Peer):
+    """A running ``dagster-daemon run``."""
+
+    home: Path = Path()
+    env: Mapping[str, str] = field(default_factory=dict)
+    started: float = 0.0
+
+    @classmethod
+    def start(cls, home: Path, env: Mapping[str, str], log_path: Path, *,
+              module: str = "distributor_dagster.definitions", cwd: Path | None = None) -> Daemon:
+        started = time.time()
+        proc = _spawn([str(BIN / "dagster-daemon"), "run", "-m", module], home, env, log_path, cwd)
+        return cls(proc=proc, log_path=log_path, name="dagster-daemon", home=home, env=dict(env), started=started)
+
+    def wait_ready(self) -> None:
+        """Until the sensor and run-queue daemons have sent a heartbeat."""
         deadline = time.monotonic() + _READY_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"dagster-daemon exited {proc.returncode}; its log:\n{daemon.log_text()[-4000:]}",
-                            pytrace=False)
-            if set(REQUIRED_DAEMONS) <= _heartbeats_since(home, env, started):
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"dagster-daemon sent no heartbeat within {_READY_TIMEOUT:.0f} s; its log:\n"
-                            f"{daemon.log_text()[-4000:]}", pytrace=False)
+        while not set(REQUIRED_DAEMONS) <= _heartbeats_since(self.home, self.env, self.started):
+            self._check(deadline, "no heartbeat")
             time.sleep(0.5)
-        yield daemon
-    finally:
-        stop_group(proc)
 
 
-@contextmanager
-def run_webserver(
-    home: Path,
-    env: Mapping[str, str],
-    log_path: Path,
-    *,
-    module: str = "distributor_dagster.definitions",
-    cwd: Path | None = None,
-) -> Iterator[str]:
-    """``dagster-webserver -m <module>`` on a free port of 127.0.0.1; yields its base URL once
-    ``/server_info`` answers and the code location has loaded."""
-    import httpx
+@dataclass
+class Webserver(_Peer):
+    """A running ``dagster-webserver`` on 127.0.0.1."""
 
-    from tests.peers.process import free_port
+    url: str = ""
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    environment = {**os.environ, **env, "DAGSTER_HOME": str(home)}
-    log = open(log_path, "ab")  # noqa: SIM115 - kept open for the child
-    try:
-        proc = subprocess.Popen(
-            [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-m", module],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=environment,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    finally:
-        log.close()
-    query = "{ workspaceOrError { __typename ... on Workspace { locationEntries { loadStatus } } } }"
-    try:
+    @classmethod
+    def start(cls, home: Path, env: Mapping[str, str], log_path: Path, *,
+              module: str = "distributor_dagster.definitions", cwd: Path | None = None) -> Webserver:
+        from tests.peers.process import free_port
+
+        port = free_port()
+        proc = _spawn([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-m", module],
+                      home, env, log_path, cwd)
+        return cls(proc=proc, log_path=log_path, name="dagster-webserver", url=f"http://127.0.0.1:{port}")
+
+    def wait_ready(self) -> None:
+        """Until the GraphQL API answers and the code location has loaded."""
+        import httpx
+
+        query = "{ workspaceOrError { __typename ... on Workspace { locationEntries { loadStatus } } } }"
         deadline = time.monotonic() + _READY_TIMEOUT
         while True:
-            if proc.poll() is not None:
-                pytest.fail(f"dagster-webserver exited {proc.returncode}; its log:\n"
-                            f"{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
             try:
-                body = httpx.post(f"{url}/graphql", json={"query": query}, timeout=10).json()
+                body = httpx.post(f"{self.url}/graphql", json={"query": query}, timeout=10).json()
                 entries = body["data"]["workspaceOrError"].get("locationEntries", [])
                 if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                    break
+                    return
             except (httpx.HTTPError, KeyError, TypeError, ValueError):
                 pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"dagster-webserver did not load its code location within {_READY_TIMEOUT:.0f} s; "
-                            f"its log:\n{log_path.read_text(errors='replace')[-4000:]}", pytrace=False)
+            self._check(deadline, "the code location did not load")
             time.sleep(0.5)
-        yield url
+
+
+@contextmanager
+def run_daemon(home: Path, env: Mapping[str, str], log_path: Path, **kwargs: object) -> Iterator[Daemon]:
+    """``dagster-daemon run -m <module>`` with ``DAGSTER_HOME=home`` and ``env`` added to the
+    environment, ready once the sensor and run-queue daemons have sent a heartbeat."""
+    daemon = Daemon.start(home, env, log_path, **kwargs)  # type: ignore[arg-type]
+    try:
+        daemon.wait_ready()
+        yield daemon
     finally:
-        stop_group(proc)
+        daemon.stop()
+
+
+@contextmanager
+def run_webserver(home: Path, env: Mapping[str, str], log_path: Path, **kwargs: object) -> Iterator[Webserver]:
+    """``dagster-webserver -m <module>`` on a free port of 127.0.0.1, ready once its code location
+    has loaded."""
+    web = Webserver.start(home, env, log_path, **kwargs)  # type: ignore[arg-type]
+    try:
+        web.wait_ready()
+        yield web
+    finally:
+        web.stop()

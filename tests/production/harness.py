@@ -24,7 +24,7 @@ from typing import Any
 import dagster as dg
 import httpx
 
-from tests.peers.daemon import Daemon, run_daemon, run_webserver
+from tests.peers.daemon import Daemon, Webserver
 from tests.peers.postgres import PostgresServer
 from tests.peers.process import stop_process
 
@@ -84,42 +84,62 @@ class Deployment:
             yield instance
 
     @contextmanager
-    def daemon(self) -> Iterator[Daemon]:
-        with run_daemon(self.home, self.env, self.root / "daemon.log", cwd=self.root) as daemon:
-            yield daemon
-
-    @contextmanager
-    def webserver(self) -> Iterator[str]:
-        with run_webserver(self.home, self.env, self.root / "webserver.log", cwd=self.root) as url:
-            yield url
-
-    @contextmanager
-    def serve(self) -> Iterator[str]:
-        """``distributor serve --publisher dagster`` on the config; yields its base URL."""
-        log_path = self.root / "serve.log"
-        log = open(log_path, "ab")  # noqa: SIM115 - kept open for the child
+    def running(self, *, webserver: bool = False, serve: bool = False) -> Iterator[Running]:
+        """The deployment's processes, booted side by side: ``dagster-daemon``, optionally
+        ``dagster-webserver`` and ``distributor serve --publisher dagster``; all stopped after."""
+        stops: list[Callable[[], None]] = []
         try:
-            proc = subprocess.Popen(
+            daemon = Daemon.start(self.home, self.env, self.root / "daemon.log", cwd=self.root)
+            stops.append(daemon.stop)
+            web = None
+            if webserver:
+                web = Webserver.start(self.home, self.env, self.root / "webserver.log", cwd=self.root)
+                stops.append(web.stop)
+            server = None
+            if serve:
+                server = self._start_serve()
+                stops.append(lambda: stop_process(server))
+            daemon.wait_ready()
+            if web is not None:
+                web.wait_ready()
+            serve_url = self._wait_serve(server) if server is not None else ""
+            yield Running(daemon=daemon, web_url=web.url if web else "", serve_url=serve_url)
+        finally:
+            for stop in reversed(stops):
+                stop()
+
+    def _start_serve(self) -> subprocess.Popen[bytes]:
+        log = open(self.root / "serve.log", "ab")  # noqa: SIM115 - kept open for the child
+        try:
+            return subprocess.Popen(
                 [str(BIN / "distributor"), "serve", "--config", str(self.config_path), "--publisher", "dagster"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.root,
                 env={**os.environ, **self.env, "DAGSTER_HOME": str(self.home)},
             )
         finally:
             log.close()
-        try:
-            deadline = time.monotonic() + 60
-            marker = "serving HTTP upload API on "
-            while True:
-                text = log_path.read_text(errors="replace")
-                if marker in text:
-                    address = text.split(marker, 1)[1].split()[0]
-                    break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"distributor serve did not start: {text[-3000:]}")
-                time.sleep(0.1)
-            yield f"http://{address}"
-        finally:
-            stop_process(proc)
+
+    def _wait_serve(self, proc: subprocess.Popen[bytes]) -> str:
+        """The base URL ``distributor serve`` prints once it listens."""
+        log_path = self.root / "serve.log"
+        deadline = time.monotonic() + 60
+        marker = "serving HTTP upload API on "
+        while True:
+            text = log_path.read_text(errors="replace")
+            if marker in text:
+                return "http://" + text.split(marker, 1)[1].split()[0]
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"distributor serve did not start: {text[-3000:]}")
+            time.sleep(0.1)
+
+
+@dataclass(frozen=True)
+class Running:
+    """What :meth:`Deployment.running` started."""
+
+    daemon: Daemon
+    web_url: str
+    serve_url: str
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = RUN_TIMEOUT, message: str, poll: float = 0.5) -> Any:

@@ -40,7 +40,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
         })
     deployment.write_config({"pipelines": pipelines})
 
-    with deployment.instance() as instance, deployment.daemon() as daemon:
+    with deployment.instance() as instance, deployment.running() as up:
         runs = wait_for(lambda: (found := runs_tagged(instance)) and len(found) >= 4 and found,
                         message="four publish runs")
         records = wait_finished(instance, [r.run_id for r in runs])
@@ -49,7 +49,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
         lives = [lifecycle(instance, r.dagster_run) for r in records]
         pool = pool_name(f"local:{shared}")
         assert all(r.dagster_run.run_op_concurrency.all_pools == {pool} for r in records)
-        log = daemon.log_text()
+        log = up.daemon.log_text()
 
     for pipeline in PIPELINES:
         for index in (1, 2):

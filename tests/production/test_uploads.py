@@ -40,8 +40,8 @@ def test_an_upload_is_published_by_exactly_one_daemon_run(deployment: Deployment
     setup = write_setup(deployment.root / "site")
     deployment.use_config(setup.config_path, setup.environ)
     archive = bundle_archive(deployment.root)
-    with deployment.instance() as instance, deployment.daemon(), deployment.serve() as url, \
-            httpx.Client(base_url=url, timeout=30) as http:
+    with deployment.instance() as instance, deployment.running(serve=True) as up, \
+            httpx.Client(base_url=up.serve_url, timeout=30) as http:
         first = upload(http, "reports", archive, key="nightly-1")
         assert first.status_code == 202
         run_id = first.json()["run_id"]
@@ -65,7 +65,7 @@ def test_an_upload_is_published_by_exactly_one_daemon_run(deployment: Deployment
         replay_at = time.time()
         again = upload(http, "reports", archive, key="nightly-1")
         assert again.status_code == 202 and again.json() == first.json()
-        wait_ticks_after(instance, SENSOR, replay_at, count=2)
+        wait_ticks_after(instance, SENSOR, replay_at, count=1)
         assert [r.run_id for r in instance.get_runs(filters=dg.RunsFilter(job_name="publish_reports"))] == [
             run.run_id]
         assert http.get(f"/runs/{run_id}", headers=AUTH).json()["dagster_run_id"] == run.run_id
@@ -78,8 +78,8 @@ def test_a_failed_upload_run_re_executed_from_failure_finishes_the_same_record(d
     # the destination root cannot be created: a regular file stands where its parent should be
     destination.parent.parent.mkdir(parents=True)
     destination.parent.write_text("not a directory\n")
-    with deployment.instance() as instance, deployment.daemon(), deployment.webserver() as web, \
-            deployment.serve() as url, httpx.Client(base_url=url, timeout=30) as http:
+    with deployment.instance() as instance, deployment.running(webserver=True, serve=True) as up, \
+            httpx.Client(base_url=up.serve_url, timeout=30) as http:
         run_id = upload(http, "reports", bundle_archive(deployment.root)).json()["run_id"]
         failed = _status(http, run_id, {"succeeded", "failed"})
         assert failed["status"] == "failed", failed
@@ -91,7 +91,7 @@ def test_a_failed_upload_run_re_executed_from_failure_finishes_the_same_record(d
         assert sg.bundle_dir(setup.staging("reports"), run_id).is_dir()  # kept for a re-run
 
         destination.parent.unlink()  # the operator fixes the destination
-        child = reexecute_from_failure(web, parent)
+        child = reexecute_from_failure(up.web_url, parent)
         [finished] = wait_finished(instance, [child])
         assert finished.dagster_run.status == dg.DagsterRunStatus.SUCCESS
         assert finished.dagster_run.parent_run_id == parent
