@@ -180,7 +180,7 @@ def _dagster(
     import dagster as dg
     import httpx
 
-    from tests.peers.daemon import make_dagster_home, run_daemon
+    from tests.peers.daemon import environment, make_dagster_home, run_daemon
 
     mode = f"dagster-{interval}s"
     config = _config(work, mode)
@@ -194,30 +194,21 @@ def _dagster(
     }
     if interval != 30:
         env["DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL"] = str(interval)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     latencies, phases = [], []
-    try:
-        with run_daemon(home, env, work / f"daemon-{interval}.log", cwd=work):
-            proc, base = _start_serve(config, {**os.environ}, work / f"serve-{mode}.log", "--publisher", "dagster")
-            try:
-                with dg.DagsterInstance.from_config(str(home)) as instance, httpx.Client(timeout=60) as client:
-                    for archive in archives:
-                        time.sleep(random.uniform(0, interval))
-                        run_id, accepted, latency, seen = _sample(client, base, token, archive)
-                        latencies.append(latency)
-                        phases.append(_phases(instance, run_id, accepted, seen))
-                    sensor = "uploads_" + PIPELINE.replace(".", "_")
-                    ticks = _tick_seconds(instance, sensor)
-                    body = _sensor_body_seconds(instance, config, sensor)
-            finally:
-                stop_process(proc)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with environment(env), run_daemon(home, env, work / f"daemon-{interval}.log", cwd=work):
+        proc, base = _start_serve(config, {**os.environ}, work / f"serve-{mode}.log", "--publisher", "dagster")
+        try:
+            with dg.DagsterInstance.from_config(str(home)) as instance, httpx.Client(timeout=60) as client:
+                for archive in archives:
+                    time.sleep(random.uniform(0, interval))
+                    run_id, accepted, latency, seen = _sample(client, base, token, archive)
+                    latencies.append(latency)
+                    phases.append(_phases(instance, run_id, accepted, seen))
+                sensor = "uploads_" + PIPELINE.replace(".", "_")
+                ticks = _tick_seconds(instance, sensor)
+                body = _sensor_body_seconds(instance, config, sensor)
+        finally:
+            stop_process(proc)
     return latencies, phases, ticks, body
 
 

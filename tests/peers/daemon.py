@@ -48,13 +48,13 @@ def _heartbeats_since(home: Path, env: Mapping[str, str], started: float) -> set
     """Daemon types with a heartbeat newer than ``started`` in the instance of ``home``."""
     import dagster as dg
 
-    with _environment(env), dg.DagsterInstance.from_config(str(home)) as instance:
+    with environment(env), dg.DagsterInstance.from_config(str(home)) as instance:
         beats = instance.get_daemon_heartbeats()
     return {name for name, beat in beats.items() if beat.timestamp >= started}
 
 
 @contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
+def environment(env: Mapping[str, str]) -> Iterator[None]:
     """``env`` in ``os.environ`` for the block (Dagster reads ``{env: ...}`` from there)."""
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)

@@ -12,8 +12,6 @@ from tests.peers.daemon import make_dagster_home
 from tests.peers.postgres import PostgresServer
 from tests.production.harness import SENSOR_INTERVAL, Deployment
 
-pytestmark = pytest.mark.dagster
-
 
 @pytest.fixture
 def deployment(

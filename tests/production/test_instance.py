@@ -13,6 +13,8 @@ import pytest
 from tests.peers.daemon import INSTANCE_EXAMPLE, make_dagster_home
 from tests.production.harness import BIN, Deployment
 
+pytestmark = pytest.mark.dagster
+
 PG_VARIABLES = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB")
 
 

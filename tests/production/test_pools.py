@@ -5,12 +5,15 @@ its second pass (tests/production/test_queue.py fails without this)."""
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from distributor_dagster import build_definitions
 from distributor_dagster.pools import ensure_pools
 from distributor_dagster.site import pool_name
 from tests.dagster.conftest import make_bundle
 from tests.production.harness import Deployment
+
+pytestmark = pytest.mark.dagster
 
 
 def _config(deployment: Deployment) -> tuple[str, str]:

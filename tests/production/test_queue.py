@@ -14,10 +14,13 @@ from __future__ import annotations
 import itertools
 
 import dagster as dg
+import pytest
 
 from distributor_dagster.site import pool_name
 from tests.dagster.conftest import make_bundle
 from tests.production.harness import Deployment, Lifecycle, lifecycle, runs_tagged, wait_finished, wait_for
+
+pytestmark = pytest.mark.dagster
 
 PIPELINES = ("alpha", "beta")
 

@@ -8,8 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.peers.daemon import REPO
 from tests.production.harness import BIN
+
+pytestmark = pytest.mark.dagster
 
 SYSTEMD = REPO / "examples" / "systemd"
 UNITS = ("dagster-daemon.service", "dagster-webserver.service", "distributor-serve.service")

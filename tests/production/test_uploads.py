@@ -10,6 +10,7 @@ import time
 
 import dagster as dg
 import httpx
+import pytest
 
 from distributor_core.server import staging as sg
 from tests.bundle.conftest import REPORT, SUMMARY
@@ -23,6 +24,8 @@ from tests.production.harness import (
     wait_ticks_after,
 )
 from tests.server.harness import TOKEN, bundle_archive, published, upload, write_setup
+
+pytestmark = pytest.mark.dagster
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SENSOR = "uploads_reports"

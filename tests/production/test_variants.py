@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 import yaml
 from dagster._core.workspace.config_schema import ensure_workspace_config
 
@@ -18,6 +19,8 @@ from distributor_core.config import load_config
 from distributor_dagster import build_definitions
 from tests.peers.daemon import REPO, make_dagster_home
 from tests.production.harness import Deployment
+
+pytestmark = pytest.mark.dagster
 
 DOCKER = REPO / "examples" / "dagster" / "docker"
 KUBERNETES = REPO / "examples" / "dagster" / "kubernetes"

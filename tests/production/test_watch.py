@@ -6,9 +6,12 @@ from __future__ import annotations
 import time
 
 import dagster as dg
+import pytest
 
 from tests.dagster.conftest import make_bundle
 from tests.production.harness import Deployment, runs_tagged, wait_finished, wait_for, wait_ticks_after
+
+pytestmark = pytest.mark.dagster
 
 SENSOR = "watch_site"
 
