@@ -8,22 +8,27 @@ the pools of every destination root of the code location, at the default limit, 
 tick in a process, before they request any run. An existing pool (an operator's own limit
 included) is left alone; a deployment without ``default_limit`` gets nothing.
 
-Later ticks cost nothing: the pools are remembered per instance (its event-log storage config),
-and the instance is not even opened for a tick that has nothing to create.
+Later ticks cost nothing: the pools are remembered per instance (its event-log storage config
+with the environment variables it reads), and the daemon's ticks, which carry an instance ref, do
+not even open the instance when there is nothing to create.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 import dagster as dg
 
 from distributor_dagster.site import Site, pool_name
 
 _lock = threading.Lock()
-#: pools known to exist, per instance (its event-log storage config)
+#: pools known to exist, per instance (:func:`_storage_key`)
 _known: dict[Hashable, set[str]] = {}
+_ENV_REFERENCE = re.compile(r"\benv:\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def site_pools(site: Site) -> set[str]:
@@ -47,11 +52,29 @@ def ensure_pools(instance: dg.DagsterInstance, pools: Iterable[str]) -> set[str]
     return missing
 
 
+def _storage_key(data: Any) -> Hashable:
+    """An event-log storage's identity: its config as written (``ConfigurableClassData``) and the
+    values of the environment variables it reads (``DAGSTER_PG_DB`` ...), which the written config
+    only names."""
+    names = sorted(set(_ENV_REFERENCE.findall(data.config_yaml or "")))
+    return (data, tuple((name, os.environ.get(name)) for name in names))
+
+
+def _instance_key(instance: dg.DagsterInstance) -> Hashable | None:
+    """:func:`_storage_key` of ``instance`` (``None`` for an ephemeral one, whose in-memory storage
+    is cheap to ask)."""
+    if not instance.is_persistent:
+        return None
+    return _storage_key(instance.get_ref().event_storage_data)
+
+
 def ensure_site_pools(context: dg.SensorEvaluationContext, site: Site) -> None:
     """:func:`ensure_pools` once per instance and process, from a sensor tick (nothing without an
-    instance, as under ``build_sensor_context()`` without one)."""
+    instance, as under ``build_sensor_context()`` without one). The daemon's ticks carry an
+    instance ref, which identifies the instance without opening it; a context built around an
+    instance object (``build_sensor_context(instance=...)``) is identified by that instance's ref."""
     ref = context.instance_ref
-    key = ("instance", ref.event_storage_data) if ref is not None else None
+    key = _storage_key(ref.event_storage_data) if ref is not None else None
     pools = site_pools(site)
     with _lock:
         if key is not None and pools <= _known.get(key, set()):
@@ -60,6 +83,10 @@ def ensure_site_pools(context: dg.SensorEvaluationContext, site: Site) -> None:
             instance = context.instance
         except dg.DagsterInvariantViolationError:
             return
+        if key is None:
+            key = _instance_key(instance)
+            if key is not None and pools <= _known.get(key, set()):
+                return
         created = ensure_pools(instance, pools)
         if key is not None:
             _known.setdefault(key, set()).update(pools)

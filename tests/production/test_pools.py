@@ -48,3 +48,27 @@ def test_nothing_is_created_without_a_default_limit(deployment: Deployment) -> N
     with dg.instance_for_test() as instance:
         assert ensure_pools(instance, [web]) == set()
         assert instance.event_log_storage.get_concurrency_keys() == set()
+
+
+def test_later_ticks_on_the_same_instance_do_not_ask_the_storage(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web, archive = _config(deployment)
+    sensor = build_definitions(deployment.config_path).resolve_sensor_def("watch_site")
+    with deployment.instance() as instance:
+        sensor(dg.build_sensor_context(instance=instance))
+        assert {web, archive} <= instance.event_log_storage.get_concurrency_keys()
+    asked: list[str] = []
+    with deployment.instance() as instance:  # another instance object on the same database
+        storage = instance.event_log_storage
+        original = storage.get_concurrency_keys
+        monkeypatch.setattr(storage, "get_concurrency_keys", lambda: asked.append("keys") or original())
+        result = sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        assert len(result.run_requests) == 1
+        assert asked == []
+    # another database behind the same dagster.yaml (DAGSTER_PG_DB differs): asked and created
+    other = deployment.postgres.create_database()
+    monkeypatch.setenv("DAGSTER_PG_DB", other)
+    with deployment.instance() as instance:
+        sensor(dg.build_sensor_context(instance=instance))
+        assert {web, archive} <= instance.event_log_storage.get_concurrency_keys()
