@@ -187,6 +187,14 @@ class Lifecycle:
     #: (event type, timestamp) of every event, in order
     timeline: tuple[tuple[str, float], ...]
 
+    def step(self, node: str) -> tuple[float, float]:
+        """(start, end) of the step of graph node ``node`` (its key is ``node`` or, inside a
+        graph-backed asset, ``<graph>.<node>``)."""
+        found = [span for key, span in self.steps.items() if key == node or key.endswith("." + node)]
+        if len(found) != 1:
+            raise AssertionError(f"run {self.run_id}: {len(found)} steps of node {node!r} in {sorted(self.steps)}")
+        return found[0]
+
 
 def lifecycle(instance: dg.DagsterInstance, run: dg.DagsterRun) -> Lifecycle:
     marks: dict[str, float] = {}

@@ -66,7 +66,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
     # execute steps
     for a, b in itertools.combinations(lives, 2):
         assert not _overlap(held(a), held(b)), (a, b)
-        assert not _overlap(a.steps["execute_www"], b.steps["execute_www"]), (a, b)
+        assert not _overlap(a.step("execute_www"), b.step("execute_www")), (a, b)
     # the tag limit: one run per pipeline at a time
     for a, b in itertools.combinations(lives, 2):
         if a.pipeline == b.pipeline:
