@@ -258,31 +258,27 @@ def plan_op(site: Site, pipeline: Pipeline, destination: Destination, names: Des
     return plan
 
 
-ASSET_OUTPUT = "published"
-RESULT_OUTPUT = "result"
+#: Priority of the steps that join all destinations (``report``, ``check_<d>``): below every
+#: destination's own steps, so they run once every ``materialize_<d>`` has recorded its events.
+JOIN_PRIORITY = "-1000000"
 
 
 def execute_op(
-    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames
+    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames
 ) -> dg.OpDefinition:
-    asset_key = dg.AssetKey(list(names.asset_key))
-    source_key = dg.AssetKey(list(pnames.source_key))
-    uri = root_uri(destination.storage)
-
     @dg.op(
         name=names.execute_op,
         description=f"Publish to destination {destination.id} under its lock: re-plan, then write "
-        "(outputs first, state last). Materializes the destination asset for executed write actions.",
+        "(outputs first, state last). Claims the concurrency pool of the destination root. A failed "
+        f"publication is recorded in the result; materialize_{names.execute_node.removeprefix('execute_')} "
+        "fails for it.",
         pool=pool_name(destination.storage.root_key),
-        out={
-            ASSET_OUTPUT: dg.Out(dg.Nothing, is_required=False),
-            RESULT_OUTPUT: dg.Out(DestinationResult, is_required=False),
-        },
+        out=dg.Out(DestinationResult),
         tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
     )
     def execute(
         context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle], plan: DestinationPlan
-    ):
+    ) -> DestinationResult:
         result = DestinationResult(destination.id)
         try:
             if selection.dry_run:
@@ -293,8 +289,9 @@ def execute_op(
                 result.entries = _steps(
                     site, pipeline, destination, selection, bundles, lock_holder=step, planned=plan
                 )
-        except Exception as exc:
+        except Exception as exc:  # the destination fails, the run goes on (like the CLI)
             result.error = f"{pipeline.id}/{destination.id}: {exc}"
+            context.log.error(result.error)
         for entry in result.entries:
             if entry.planned_action is not None:
                 context.log.warning(
@@ -304,20 +301,44 @@ def execute_op(
             (context.log.error if entry.failed else context.log.info)(
                 ("dry run: " if selection.dry_run else "") + _describe(entry)
             )
+        return result
+
+    return execute
+
+
+def materialize_op(
+    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames
+) -> dg.OpDefinition:
+    """Turns a destination's publication into asset events: one materialization per executed write
+    (the newest as the step's asset output), an observation for every skip, dry run or failure;
+    then fails when the publication failed, so a failing destination fails its own step while
+    the run report and the checks still run."""
+    asset_key = dg.AssetKey(list(names.asset_key))
+    source_key = dg.AssetKey(list(pnames.source_key))
+    uri = root_uri(destination.storage)
+
+    @dg.op(
+        name=names.materialize_op,
+        description=f"Record the publication to {destination.id} as asset events (materializations for "
+        "executed writes, observations otherwise); fails when the publication failed.",
+        out=dg.Out(dg.Nothing, is_required=False),
+        tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
+    )
+    def materialize(
+        context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle], result: DestinationResult
+    ):
         events = asset_events(
             result.entries, {bundle.path: bundle.manifest for bundle in bundles}, asset_key=asset_key,
             source_key=source_key, dry_run=selection.dry_run, root_uri=uri,
         )
         for event in events.logged:
             context.log_event(event)
-        if events.final is not None and ASSET_OUTPUT in context.selected_output_names:
+        if events.final is not None:
             metadata, data_version, tags = events.final
             with warnings.catch_warnings():  # Output's data_version is marked beta
                 warnings.simplefilter("ignore", dg.BetaWarning)
-                output = dg.Output(None, ASSET_OUTPUT, metadata=metadata, data_version=data_version, tags=tags)
+                output = dg.Output(None, metadata=metadata, data_version=data_version, tags=tags)
             yield output
-        if RESULT_OUTPUT in context.selected_output_names:
-            yield dg.Output(result, RESULT_OUTPUT)
         if result.failed:
             failures = [
                 f"{e.pipeline_id}/{e.destination_id} [{lp.display_path(e.bundle_path)}]: {e.error}"
@@ -331,7 +352,7 @@ def execute_op(
                 metadata={"destination_id": destination.id},
             )
 
-    return execute
+    return materialize
 
 
 def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefinition:
@@ -339,6 +360,7 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
         name=names.publish_op("report"),
         description="The run report, as `distributor run` prints it, built once for every destination of the "
         "run; an upload's record gets it.",
+        tags={PRIORITY_TAG: JOIN_PRIORITY},
     )
     def report(
         context: dg.OpExecutionContext,
@@ -387,6 +409,7 @@ def check_op(
         "bundle path the asset has materialized), after the run's publications.",
         ins={"after": dg.In(dg.Nothing)},
         out={output: dg.Out(dg.Nothing, is_required=False) for output in outputs.values()},
+        tags={PRIORITY_TAG: JOIN_PRIORITY},
     )
     def check(context: dg.OpExecutionContext):
         selected = context.selected_output_names
