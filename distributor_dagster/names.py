@@ -80,8 +80,8 @@ class NameRegistry:
 @dataclass(frozen=True)
 class DestinationNames:
     """Names of one destination: its asset, its steps inside the pipeline's publish graph (node
-    names ``plan_<d>``, ``execute_<d>``, ``materialize_<d>``, ``check_<d>``; op definitions
-    ``publish_<p>__<node>``) and its maintenance jobs."""
+    names ``plan_<d>``, ``execute_<d>``, ``check_<d>``; op definitions ``publish_<p>__<node>``) and
+    its maintenance jobs."""
 
     pipeline_id: str
     destination_id: str
@@ -91,11 +91,9 @@ class DestinationNames:
     reconcile_job: str
     plan_node: str
     execute_node: str
-    materialize_node: str
     check_node: str
     plan_op: str
     execute_op: str
-    materialize_op: str
     check_op: str
 
 
@@ -127,7 +125,6 @@ class PipelineNames:
 
 #: The fixed node names of the generated graphs and jobs.
 PUBLISH_NODES = ("discover", "validate", "report")
-DESTINATION_STEPS = ("plan", "execute", "materialize", "check")
 PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
 REPAIR_NODES = ("load_state", "reconcile_state")
 
@@ -146,8 +143,8 @@ def _destination_names(
         registry.claim("op", f"{reconcile_job}__{node}", owner)
     asset_key = (*key_prefix, p, d)
     registry.claim("asset", "/".join(asset_key), owner)
-    plan_node, execute_node, materialize_node, check_node = (f"{step}_{d}" for step in DESTINATION_STEPS)
-    for node in (plan_node, execute_node, materialize_node, check_node):
+    plan_node, execute_node, check_node = f"plan_{d}", f"execute_{d}", f"check_{d}"
+    for node in (plan_node, execute_node, check_node):
         registry.claim("node:" + publish_job, node, owner)
     return DestinationNames(
         pipeline_id=pipeline.id,
@@ -158,11 +155,9 @@ def _destination_names(
         reconcile_job=reconcile_job,
         plan_node=plan_node,
         execute_node=execute_node,
-        materialize_node=materialize_node,
         check_node=check_node,
         plan_op=registry.claim("op", f"{publish_job}__{plan_node}", owner),
         execute_op=registry.claim("op", f"{publish_job}__{execute_node}", owner),
-        materialize_op=registry.claim("op", f"{publish_job}__{materialize_node}", owner),
         check_op=registry.claim("op", f"{publish_job}__{check_node}", owner),
     )
 

@@ -1,29 +1,30 @@
 """One pipeline's destinations as a subsettable, graph-backed multi-asset (issue 12 item 2,
 resolutions B1, H1).
 
-    <source asset> ─> discover ─> validate ─> plan_<d> ─> execute_<d> ─> materialize_<d> ─> [<p>/<d>]
-                         │                                     └──────> report ─> check_<d> ─> checks of [<p>/<d>]
-                         └───────────────────────────────────────────────────────────┘
+    <source asset> ──> discover ──> validate ──> plan_<d> ──> execute_<d> ──> [<pipeline>/<d>]
+                          │                                       └─ result ──> report ──> check_<d>
+                          └───────────────────────────────────────────────────────────┘
 
 The node is named after the pipeline (``<p>``): step keys read ``<p>.execute_<d>`` and the run
 config is ``ops: {<p>: {config: {bundle_path, destination, upload_run_id, dry_run, force,
 republish}}}`` (a config mapping onto ``discover``).
 
-Steps. ``execute_<d>`` writes under the destination lock and claims the root's pool; it records a
-failed publication in its result instead of failing, so ``report`` (which joins every
-destination) always runs. ``materialize_<d>`` turns the result into asset events and fails when
-the publication failed: a failing destination fails its own step, the others go on, the run
-fails. The executor runs one step at a time, highest priority first: a destination's steps in
-config order (so destinations sharing a root never overlap, B1), ``report`` and the checks last.
+Failures. ``execute_<d>`` hands its result to ``report`` and then fails when a publication
+failed; the publish executor (:data:`~distributor_dagster.publish.job.PUBLISH_EXECUTOR`) runs a
+step once its inputs exist, so ``report`` and the checks still run and only the failing
+destination's step is red. "Re-execute from failure" runs that ``execute_<d>`` again (which
+publishes again), then ``report`` and the checks, with the other destinations' results taken
+from the parent run.
 
 Subsetting. Selecting destination assets keeps every step whose output leads to them, and,
-because each ``execute_<d>`` also hands its result to ``report`` and ``report`` precedes the
-checks, every ``plan_<d>``/``execute_<d>`` stays in the plan while checks are selected.
-``discover`` reads the selected asset keys: ``plan_<d>`` of an unselected destination produces
-nothing, so its ``execute_<d>`` is skipped and never claims its pool (``materialize_<d>`` of an
-unselected destination is not in the plan at all). A checks-only run (no destination selected)
-touches neither source nor destinations: ``discover`` and ``validate`` return empty, ``report``
-is skipped, and ``check_<d>`` (which also waits on ``discover``) runs.
+because each ``execute_<d>`` also hands its report entries to ``report`` and ``report`` precedes
+the checks, every ``plan_<d>``/``execute_<d>`` stays in the plan while checks are selected.
+``discover`` reads the selected asset keys: ``plan_<d>``/``execute_<d>`` of an unselected
+destination touch no storage and return an empty result (they never skip: under the publish
+executor a skipped step would leave the fan-in of ``report`` waiting forever); the unselected
+``execute_<d>`` still takes its pool slot for that moment. A checks-only run (no destination
+selected) touches neither source nor destinations: ``discover`` and ``validate`` return empty,
+``report`` reports nothing, and ``check_<d>`` runs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from distributor_dagster.publish.ops import (
     check_op,
     discover_op,
     execute_op,
-    materialize_op,
     plan_op,
     report_op,
     validate_op,
@@ -68,8 +68,7 @@ def publish_assets(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.A
         steps.append((
             out_name,
             plan_op(site, pipeline, destination, dnames).alias(dnames.plan_node),
-            execute_op(site, pipeline, destination, dnames).alias(dnames.execute_node),
-            materialize_op(site, pipeline, destination, dnames, names).alias(dnames.materialize_node),
+            execute_op(site, pipeline, destination, dnames, names).alias(dnames.execute_node),
             check_op(site, pipeline, destination, dnames, check_outputs).alias(dnames.check_node),
             check_outputs,
         ))
@@ -82,13 +81,13 @@ def publish_assets(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.A
         bundles = validate(selection)
         returned = {}
         results = []
-        for out_name, plan, execute, materialize, _, _ in steps:
-            result = execute(selection, bundles, plan(selection, bundles))
-            returned[out_name] = materialize(selection, bundles, result)
+        for out_name, plan, execute, _, _ in steps:
+            published, result = execute(selection, bundles, plan(selection, bundles))
+            returned[out_name] = published
             results.append(result)
         done = report(selection, results)
-        for _, _, _, _, check, check_outputs in steps:
-            checked = check([done, selection])
+        for _, _, _, check, check_outputs in steps:
+            checked = check(done)
             if len(check_outputs) == 1:
                 checked = (checked,)
             returned.update(zip(check_outputs.values(), checked, strict=True))

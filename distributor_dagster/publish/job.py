@@ -1,13 +1,14 @@
 """``publish_<pipeline>``: the asset job of all the pipeline's destination assets (and their
 checks), the target of the pipeline's sensor (dagster.md §2, resolutions B1, E1; issue 12).
 
-Steps run in one process, highest priority first, so each destination is planned, executed and
-materialized before the next one in config order (destinations sharing a root therefore never
-overlap within a run). Every ``execute`` step also claims the concurrency pool of its
-destination root, which serialises writers across runs. A failing destination fails only its
-own ``materialize`` step; ``report`` and the checks still run. The same executor is the code
-location's default, so runs of the implicit asset job (Materialize in the UI, ``dagster asset
-materialize``, ``dg launch --assets``, automation) behave the same.
+Steps run in one process, highest priority first, so each destination is planned and executed
+before the next one in config order (destinations sharing a root therefore never overlap within
+a run). Every ``execute`` step also claims the concurrency pool of its destination root, which
+serialises writers across runs. The executor lets ``report`` run once every ``execute`` step has
+produced its result, also when some of them failed: a failing destination fails only its own
+step. The same executor is the code location's default, so runs of the implicit asset job
+(Materialize in the UI, ``dagster asset materialize``, ``dg launch --assets``, automation)
+behave the same.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from distributor_dagster.names import PipelineNames
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-#: In-process: one step at a time, highest ``dagster/priority`` first (config order per
-#: destination, then ``report`` and the checks). ``execute`` steps never fail (``materialize``
-#: steps do), so the run report is written even when a destination failed.
-PUBLISH_EXECUTOR = dg.in_process_executor
+#: In-process, and downstream steps run as soon as their inputs exist (an ``execute`` step yields
+#: its result before it fails), so the run report is written even when a destination failed.
+#: With this setting a step whose input comes from a *skipped* step is never started, so no step of
+#: the publish graph skips (unselected destinations return empty results instead).
+PUBLISH_EXECUTOR = dg.in_process_executor.configured(
+    {"step_dependency_config": {"require_upstream_step_success": False}},
+    name="distributor_publish_executor",
+)
 
 
 def publish_job(pipeline: Pipeline, names: PipelineNames) -> UnresolvedAssetJobDefinition:

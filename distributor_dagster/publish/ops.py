@@ -60,6 +60,13 @@ def _tag_run(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:
         context.instance.add_run_tags(context.run_id, missing)
 
 
+def _tag_upload(context: dg.OpExecutionContext, selection: Selection) -> None:
+    """Tag the run with the upload it publishes. ``discover`` does it first; ``execute`` and
+    ``report`` again, for re-executions from failure, which do not run ``discover`` again."""
+    if selection.upload_run_id:
+        _tag_run(context, {PIPELINE_TAG: selection.pipeline_id, UPLOAD_TAG: selection.upload_run_id})
+
+
 def _targets(context: dg.OpExecutionContext, pipeline: Pipeline, pnames: PipelineNames,
              config: PublishConfig) -> list[Destination]:
     """The selected destination assets, restricted by ``destination``, with the B3 rule."""
@@ -234,15 +241,17 @@ def plan_op(site: Site, pipeline: Pipeline, destination: Destination, names: Des
     @dg.op(
         name=names.plan_op,
         description=f"Plan destination {destination.id} ({destination.backend}) for every bundle; read-only. "
-        "Produces nothing when the destination is not selected, so its execute step is skipped.",
-        out=dg.Out(DestinationPlan, is_required=False),
+        "An empty plan when the run does not publish to this destination.",
+        out=dg.Out(DestinationPlan),
         tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
     )
-    def plan(context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle]):
-        if not selection.selects(destination.id):
-            context.log.info(f"destination {destination.id} is not selected by this run")
-            return
+    def plan(context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle]) -> DestinationPlan:
         result = DestinationPlan(destination.id)
+        if not selection.selects(destination.id):
+            # never skip: under the publish executor a skipped step would leave the fan-in of
+            # ``report`` waiting for its result (see PUBLISH_EXECUTOR)
+            context.log.info(f"destination {destination.id} is not selected by this run")
+            return result
         try:
             step = holder(names.publish_job, context.run_id, names.plan_node)
             result.entries = _steps(site, pipeline, destination, selection, bundles, lock_holder=step)
@@ -253,33 +262,44 @@ def plan_op(site: Site, pipeline: Pipeline, destination: Destination, names: Des
             context.log.info("no bundles to publish")
         for entry in result.entries:
             (context.log.warning if entry.failed else context.log.info)("plan: " + _describe(entry))
-        yield dg.Output(result)
+        return result
 
     return plan
 
 
-#: Priority of the steps that join all destinations (``report``, ``check_<d>``): below every
-#: destination's own steps, so they run once every ``materialize_<d>`` has recorded its events.
-JOIN_PRIORITY = "-1000000"
+ASSET_OUTPUT = "published"
+RESULT_OUTPUT = "result"
 
 
 def execute_op(
-    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames
+    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames
 ) -> dg.OpDefinition:
+    asset_key = dg.AssetKey(list(names.asset_key))
+    source_key = dg.AssetKey(list(pnames.source_key))
+    uri = root_uri(destination.storage)
+
     @dg.op(
         name=names.execute_op,
         description=f"Publish to destination {destination.id} under its lock: re-plan, then write "
-        "(outputs first, state last). Claims the concurrency pool of the destination root. A failed "
-        f"publication is recorded in the result; materialize_{names.execute_node.removeprefix('execute_')} "
-        "fails for it.",
+        "(outputs first, state last). Materializes the destination asset for executed write actions, "
+        "records skips as observations, and fails when a publication failed (after handing its result "
+        "to report). Claims the concurrency pool of the destination root.",
         pool=pool_name(destination.storage.root_key),
-        out=dg.Out(DestinationResult),
+        out={
+            ASSET_OUTPUT: dg.Out(dg.Nothing, is_required=False),
+            RESULT_OUTPUT: dg.Out(DestinationResult, is_required=False),
+        },
         tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
     )
     def execute(
         context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle], plan: DestinationPlan
-    ) -> DestinationResult:
+    ):
         result = DestinationResult(destination.id)
+        if not selection.selects(destination.id):  # nothing to do, but report waits for the result
+            if RESULT_OUTPUT in context.selected_output_names:
+                yield dg.Output(result, RESULT_OUTPUT)
+            return
+        _tag_upload(context, selection)
         try:
             if selection.dry_run:
                 result.entries = list(plan.entries)
@@ -289,7 +309,7 @@ def execute_op(
                 result.entries = _steps(
                     site, pipeline, destination, selection, bundles, lock_holder=step, planned=plan
                 )
-        except Exception as exc:  # the destination fails, the run goes on (like the CLI)
+        except Exception as exc:  # the destination fails, report and the other destinations go on
             result.error = f"{pipeline.id}/{destination.id}: {exc}"
             context.log.error(result.error)
         for entry in result.entries:
@@ -301,44 +321,20 @@ def execute_op(
             (context.log.error if entry.failed else context.log.info)(
                 ("dry run: " if selection.dry_run else "") + _describe(entry)
             )
-        return result
-
-    return execute
-
-
-def materialize_op(
-    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames
-) -> dg.OpDefinition:
-    """Turns a destination's publication into asset events: one materialization per executed write
-    (the newest as the step's asset output), an observation for every skip, dry run or failure;
-    then fails when the publication failed, so a failing destination fails its own step while
-    the run report and the checks still run."""
-    asset_key = dg.AssetKey(list(names.asset_key))
-    source_key = dg.AssetKey(list(pnames.source_key))
-    uri = root_uri(destination.storage)
-
-    @dg.op(
-        name=names.materialize_op,
-        description=f"Record the publication to {destination.id} as asset events (materializations for "
-        "executed writes, observations otherwise); fails when the publication failed.",
-        out=dg.Out(dg.Nothing, is_required=False),
-        tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
-    )
-    def materialize(
-        context: dg.OpExecutionContext, selection: Selection, bundles: list[SourceBundle], result: DestinationResult
-    ):
         events = asset_events(
             result.entries, {bundle.path: bundle.manifest for bundle in bundles}, asset_key=asset_key,
             source_key=source_key, dry_run=selection.dry_run, root_uri=uri,
         )
         for event in events.logged:
             context.log_event(event)
-        if events.final is not None:
+        if events.final is not None and ASSET_OUTPUT in context.selected_output_names:
             metadata, data_version, tags = events.final
             with warnings.catch_warnings():  # Output's data_version is marked beta
                 warnings.simplefilter("ignore", dg.BetaWarning)
-                output = dg.Output(None, metadata=metadata, data_version=data_version, tags=tags)
+                output = dg.Output(None, ASSET_OUTPUT, metadata=metadata, data_version=data_version, tags=tags)
             yield output
+        if RESULT_OUTPUT in context.selected_output_names:
+            yield dg.Output(result, RESULT_OUTPUT)
         if result.failed:
             failures = [
                 f"{e.pipeline_id}/{e.destination_id} [{lp.display_path(e.bundle_path)}]: {e.error}"
@@ -352,7 +348,7 @@ def materialize_op(
                 metadata={"destination_id": destination.id},
             )
 
-    return materialize
+    return execute
 
 
 def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefinition:
@@ -360,7 +356,6 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
         name=names.publish_op("report"),
         description="The run report, as `distributor run` prints it, built once for every destination of the "
         "run; an upload's record gets it.",
-        tags={PRIORITY_TAG: JOIN_PRIORITY},
     )
     def report(
         context: dg.OpExecutionContext,
@@ -371,8 +366,12 @@ def report_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefi
         entries = [entry for result in results for entry in result.entries]
         run = run_report([PipelineOutcome(pipeline, len(selection.bundle_paths))], entries, options)
         step_errors = [result.error for result in results if result.error]
-        for line in run.text_lines():
-            context.log.info(line)
+        _tag_upload(context, selection)
+        if not selection.destinations:
+            context.log.info("no destination was published by this run (it only evaluates asset checks)")
+        else:
+            for line in run.text_lines():
+                context.log.info(line)
         error = "; ".join(filter(None, [run.error_message(), *step_errors]))
         if error:
             context.log.error(error)
@@ -409,7 +408,6 @@ def check_op(
         "bundle path the asset has materialized), after the run's publications.",
         ins={"after": dg.In(dg.Nothing)},
         out={output: dg.Out(dg.Nothing, is_required=False) for output in outputs.values()},
-        tags={PRIORITY_TAG: JOIN_PRIORITY},
     )
     def check(context: dg.OpExecutionContext):
         selected = context.selected_output_names

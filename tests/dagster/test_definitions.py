@@ -80,8 +80,7 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     (node,) = job.graph.nodes
     assert node.name == "example_source_bundle"
     assert [n.name for n in node.definition.nodes_in_topological_order] == [
-        "discover", "validate", "plan_local_archive", "execute_local_archive", "materialize_local_archive", "report",
-        "check_local_archive",
+        "discover", "validate", "plan_local_archive", "execute_local_archive", "report", "check_local_archive"
     ]
     prune = defs.resolve_job_def("prune_example_source_bundle__local_archive")
     assert [node.name for node in prune.graph.nodes_in_topological_order] == ["load_state", "plan_prune", "apply_prune"]

@@ -181,8 +181,8 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
         dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
-        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {"reports_daily.materialize_mirror"}
-        # execute steps record a failed publication and never fail, so the report always runs
+        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {"reports_daily.execute_mirror"}
+        # the publish executor runs the report after a failed destination
         assert "reports_daily.report" in {e.step_key for e in events_of(result, "STEP_SUCCESS")}
         failed_run = result.run_id
     record = sg.read_record(staging_path, run_id)
@@ -193,13 +193,21 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     assert (tmp_path / "out" / "archive" / "r.md").is_file()
 
     stray.unlink()
+    # "Re-execute from failure": the failed execute step publishes again, then report and the checks
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
+        dg.reconstructable(job_from_environment), instance,
+        reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
     ) as rerun:
         assert rerun.success
+        started = {e.step_key for e in events_of(rerun, "STEP_START")}
+        assert {"reports_daily.execute_mirror", "reports_daily.report"} <= started
+        assert not started & {"reports_daily.discover", "reports_daily.validate", "reports_daily.execute_archive"}
+        assert instance.get_run_by_id(rerun.run_id).tags["distributor/upload_run_id"] == run_id
     record = sg.read_record(staging_path, run_id)
-    assert record.status == "succeeded" and record.error == ""
-    assert [a["action"] for a in record.report["actions"]] == ["skip_same", "publish_new"]
+    assert record.status == "succeeded" and record.error == "" and record.dagster_run_id == rerun.run_id
+    # archive's entry comes from the parent run, mirror's from the re-execution
+    assert [a["action"] for a in record.report["actions"]] == ["publish_new", "publish_new"]
+    assert (tmp_path / "out" / "mirror" / "r.md").read_text() == "# 0\n"
     assert not (staging_path / run_id / "bundle").exists()
     # a succeeded upload is never published again
     again = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
