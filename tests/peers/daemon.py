@@ -2,10 +2,11 @@
 
 ``make_dagster_home`` copies ``examples/dagster/dagster.yaml`` verbatim into a fresh
 ``DAGSTER_HOME``; the ``DAGSTER_PG_*`` variables of :mod:`tests.peers.postgres` point it at a
-database of the session's PostgreSQL cluster. ``start_daemon`` runs ``dagster-daemon run -m
+database of the session's PostgreSQL cluster. ``Daemon.start`` runs ``dagster-daemon run -m
 distributor_dagster.definitions`` as a child process in its own process group (its code server and
 the run workers Dagster's default launcher starts live in that group), waits until the sensor and
-run-queue daemons have sent a heartbeat, and stops the group by its id at the end;
+run-queue daemons have sent a heartbeat, and stops the group by its id at the end
+(:func:`tests.peers.webserver.stop_group`);
 ``Webserver`` does the same for ``dagster-webserver`` (ready once its code location loaded).
 ``start`` and ``wait_ready`` are separate so that several peers boot at the same time.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.peers.webserver import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_EXAMPLE = REPO / "examples" / "dagster" / "dagster.yaml"
@@ -66,23 +68,6 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:
-    """SIGTERM to the daemon (it stops its threads and code server), then the process group it
-    leads is killed: run workers it left behind die with it."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        proc.wait(timeout=10)
 
 
 def _spawn(command: list[str], home: Path, env: Mapping[str, str], log_path: Path,
