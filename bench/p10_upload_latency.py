@@ -233,7 +233,7 @@ def _profiled_run(instance, config: Path, upload_run_id: str) -> dict[str, float
     profile = cProfile.Profile()
     start = time.perf_counter()
     profile.enable()
-    run_config = {**publish_run_config(upload_run_id=upload_run_id),
+    run_config = {**publish_run_config(config, PIPELINE, upload_run_id=upload_run_id),
                   "loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # events are stored all the same
     result = job.execute_in_process(run_config=run_config, instance=instance,
                                     tags={"distributor/upload_run_id": upload_run_id})

@@ -4,8 +4,8 @@
 subprocesses sharing one environment, and the Dagster instance opened in the test to read run
 records and events.
 
-Every publish run config a test builds goes through :func:`publish_run_config` (one place to
-follow the job's documented run config shape).
+Every publish run config a test builds goes through :func:`publish_run_config` (the sensors'
+own builder of the job's documented run config shape).
 """
 
 from __future__ import annotations
@@ -36,19 +36,16 @@ RUN_TIMEOUT = 180.0
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
-def publish_run_config(
-    *, bundle_path: str | None = None, upload_run_id: str | None = None, destination: str | None = None
-) -> dict[str, Any]:
-    """The run config of ``publish_<pipeline>`` for one bundle or one staged upload, as
-    docs/dagster.md "Run config" gives it. Tests never spell the shape anywhere else."""
-    config: dict[str, Any] = {}
-    if bundle_path is not None:
-        config["bundle_path"] = bundle_path
-    if upload_run_id is not None:
-        config["upload_run_id"] = upload_run_id
-    if destination is not None:
-        config["destination"] = destination
-    return {"ops": {"discover": {"config": config}}}
+def publish_run_config(config_path: Path, pipeline_id: str, **config: Any) -> dict[str, Any]:
+    """The run config of ``publish_<pipeline>`` (``ops.<p>.config``: ``bundle_path``,
+    ``upload_run_id``, ``destination`` ...), built by the function the sensors use, so tests never
+    spell the shape themselves."""
+    from distributor_core.config import load_config
+    from distributor_dagster.names import config_names
+    from distributor_dagster.publish.job import run_config
+
+    [names] = [n for n in config_names(load_config(config_path)) if n.pipeline_id == pipeline_id]
+    return run_config(names, **config)
 
 
 @dataclass
@@ -187,10 +184,15 @@ class Lifecycle:
     #: (event type, timestamp) of every event, in order
     timeline: tuple[tuple[str, float], ...]
 
+    @property
+    def nodes(self) -> set[str]:
+        """The graph nodes that ran as steps (a step key inside the pipeline's graph-backed
+        multi-asset is ``<p>.<node>``, e.g. ``site.execute_web``)."""
+        return {key.rsplit(".", 1)[-1] for key in self.steps}
+
     def step(self, node: str) -> tuple[float, float]:
-        """(start, end) of the step of graph node ``node`` (its key is ``node`` or, inside a
-        graph-backed asset, ``<graph>.<node>``)."""
-        found = [span for key, span in self.steps.items() if key == node or key.endswith("." + node)]
+        """(start, end) of the step of graph node ``node`` (key ``<p>.<node>``)."""
+        found = [span for key, span in self.steps.items() if key.rsplit(".", 1)[-1] == node]
         if len(found) != 1:
             raise AssertionError(f"run {self.run_id}: {len(found)} steps of node {node!r} in {sorted(self.steps)}")
         return found[0]
