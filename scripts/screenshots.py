@@ -121,12 +121,14 @@ def materialize(url: str) -> str:
     """What Materialize on the destination assets sends (assets plus their checks); the run id."""
     params = {
         "selector": {
-            "repositoryLocationName": "distributor", "repositoryName": "__repository__",
+            "repositoryLocationName": "distributor",
+            "repositoryName": "__repository__",
             "pipelineName": "__ASSET_JOB",
             "assetSelection": [{"path": key} for key in ASSETS],
             "assetCheckSelection": [{"assetKey": {"path": key}, "name": name} for key in ASSETS for name in CHECKS],
         },
-        "mode": "default", "runConfigData": {},
+        "mode": "default",
+        "runConfigData": {},
     }
     result = graphql(url, LAUNCH, {"params": params})["launchPipelineExecution"]
     if result["__typename"] != "LaunchRunSuccess":
@@ -135,8 +137,9 @@ def materialize(url: str) -> str:
     deadline = time.monotonic() + 600
     status = ""
     while time.monotonic() < deadline:
-        status = graphql(url, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
-                         {"id": run_id})["runOrError"]["status"]
+        status = graphql(url, "query R($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id})[
+            "runOrError"
+        ]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         time.sleep(2)
@@ -149,8 +152,11 @@ def playwright_dir(cache: Path) -> Path:
     """A directory with playwright-core installed (npm, no browser download)."""
     if not (cache / "node_modules" / "playwright-core").is_dir():
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(cache), PLAYWRIGHT],
-                       check=True, env={**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"})
+        subprocess.run(
+            ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(cache), PLAYWRIGHT],
+            check=True,
+            env={**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"},
+        )
     return cache
 
 
@@ -179,7 +185,12 @@ def main() -> int:
     log = open(work / "dagster-dev.log", "wb")  # noqa: SIM115 - the child's log for the whole run
     proc = subprocess.Popen(
         [str(BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         wait_loaded(url, proc)
@@ -191,15 +202,22 @@ def main() -> int:
         asset = f"{url}/assets/{GROUP}/source_archive"
         shots = [
             # the source (dashed: observable) feeding both destinations, each Materialized, checks 3/3
-            {"url": f"{url}/asset-groups/{GROUP}/lineage", "path": str(args.out / "dagster-asset-graph.png"),
-             "waitFor": "Materialized"},
+            {
+                "url": f"{url}/asset-groups/{GROUP}/lineage",
+                "path": str(args.out / "dagster-asset-graph.png"),
+                "waitFor": "Materialized",
+            },
             # latest materialization, latest check results, description with the absolute root, storage URI
             {"url": asset, "path": str(args.out / "dagster-asset-page.png"), "waitFor": "Latest check results"},
             # the materialization event: its metadata and the data_version / code_version tags
-            {"url": f"{asset}?view=events", "path": str(args.out / "dagster-asset-event.png"),
-             "waitFor": "Materialized in run", "click": "Show tags", "scrollTo": "data_version"},
-            {"url": f"{asset}?view=checks", "path": str(args.out / "dagster-asset-checks.png"),
-             "waitFor": "Succeeded"},
+            {
+                "url": f"{asset}?view=events",
+                "path": str(args.out / "dagster-asset-event.png"),
+                "waitFor": "Materialized in run",
+                "click": "Show tags",
+                "scrollTo": "data_version",
+            },
+            {"url": f"{asset}?view=checks", "path": str(args.out / "dagster-asset-checks.png"), "waitFor": "Succeeded"},
         ]
         shoot(args.chromium, shots, Path(tempfile.gettempdir()) / "distributor-playwright")
         if args.keep:
