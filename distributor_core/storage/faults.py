@@ -5,7 +5,9 @@ kind and fails the calls its :class:`Fault` rules select. The generic operations
 :class:`~distributor_core.storage.base.Storage` (walk, has_any, the managed and prefix deletes,
 read_bytes, write_bytes, ...) are *not* forwarded: they run here, on top of the wrapped
 primitives, so every stat, delete or listing they make can be failed. (A backend's own faster
-versions, such as S3's batched deletes, are therefore bypassed under the wrapper.)
+versions, such as S3's batched deletes, are therefore bypassed under the wrapper.) The wrapped
+backend's declared ``capabilities`` are reported unchanged, and every argument of a primitive
+(``in_place`` included) is passed on, so callers take the same branches as without the wrapper.
 
 Kinds of calls (``OpKind``):
 
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
 from distributor_core.storage.base import Entry, Storage
+from distributor_core.storage.capabilities import Capabilities
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 OpKind = Literal["write", "rename", "delete", "stat", "list", "read", "rmdir"]
@@ -127,7 +130,6 @@ class FaultInjectingStorage(Storage):
         self.inner = inner
         self.backend = inner.backend
         self.root_display = inner.root_display
-        self.atomic_rename = inner.atomic_rename
         self._lock = threading.Lock()
         self._faults: list[Fault] = list(faults)
         self._counts: Counter[str] = Counter()
@@ -135,6 +137,11 @@ class FaultInjectingStorage(Storage):
         self.calls: list[tuple[str, str]] = []
         #: the calls that were failed, as ``(kind, path)``
         self.injected: list[tuple[str, str]] = []
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped backend's declaration, unchanged."""
+        return self.inner.capabilities
 
     def __getattr__(self, name: str) -> Any:
         # backend-specific attributes (root, bucket, client, ...) of the wrapped storage
@@ -274,6 +281,7 @@ class FaultInjectingStorage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         fault = self._select("write", path)
         self._before(fault, "write", path)
@@ -287,6 +295,7 @@ class FaultInjectingStorage(Storage):
             expected_sha256=expected_sha256,
             content_type=content_type,
             if_revision=if_revision,
+            in_place=in_place,
         )
         self._after(fault, "write", path)
         return entry

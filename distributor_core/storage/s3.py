@@ -27,14 +27,17 @@ a leading ``/``). Decisions:
 * **Rename** is a server-side copy (``CopyObject`` with ``x-amz-copy-source-if-match`` on the
   ETag read by the pre-check; a multipart ``UploadPartCopy`` above ``multipart_copy_threshold``)
   followed by ``DeleteObject`` of the source. It is not atomic: a failure between the two
-  leaves both objects. ``atomic_rename`` is therefore ``False``.
+  leaves both objects, so ``Feature.ATOMIC_RENAME`` is not declared (the executor writes outputs
+  straight to their final names instead), nor ``IN_PLACE_WRITES`` (every write is already
+  invisible until complete).
 * **Batched deletes.** ``delete_paths`` stats its targets concurrently, then removes them with
   ``DeleteObjects`` in batches of 1000. It keeps the base semantics (root refused, directory →
   ``unsupported``, missing skipped or ``not_found``) and raises for the first failure in
   planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in planned
   order (a failed batch may have removed keys planned after the failing one).
-* **Parallel writes.** ``max_parallel_writes`` (default 4) tells the executor how many outputs to
-  write at once; multipart parts of all writes share one bound of ``max_concurrency`` in flight.
+* **Parallel writes.** ``max_parallel_writes`` (default 4) is declared as
+  ``capabilities.parallel_writes``: how many outputs the executor writes at once; multipart parts
+  of all writes share one bound of ``max_concurrency`` in flight.
 * **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
   bug can never write.
 """
@@ -52,6 +55,7 @@ from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, Storage
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3_content import content_type_for
 from distributor_core.storage.s3_errors import map_error
@@ -244,7 +248,6 @@ class S3Storage(Storage):
     """Objects under ``s3://<bucket>/<prefix>/`` as a storage backend."""
 
     backend = "s3"
-    atomic_rename = False
 
     def __init__(
         self,
@@ -306,6 +309,10 @@ class S3Storage(Storage):
         self.multipart_copy_threshold = multipart_copy_threshold
         self.copy_part_size = copy_part_size
         self.max_parallel_writes = max_parallel_writes
+        self._capabilities = Capabilities(
+            frozenset({Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS}),
+            parallel_writes=max_parallel_writes,
+        )
         # parts in flight across every write of this storage (parallel writes share the bound)
         self._part_slots = threading.BoundedSemaphore(max_concurrency)
         # recycled part buffers shared by all writes: at most parts in flight + one per write
@@ -347,6 +354,10 @@ class S3Storage(Storage):
             secret_access_key=secret_access_key,
             dry_run=dry_run,
         )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
 
     def __repr__(self) -> str:
         return f"S3Storage(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
@@ -458,8 +469,10 @@ class S3Storage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         op = "write"
+        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
         self._check_path(op, path)
         self._check_writable(op, path)
         conditions = self._write_conditions(op, path, overwrite=overwrite, if_revision=if_revision)

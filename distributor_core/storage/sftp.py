@@ -54,6 +54,7 @@ from paramiko.sftp_client import SFTPClient, int64
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 # paramiko logs connection failures with tracebacks from its transport thread; without a handler
@@ -293,7 +294,9 @@ class SFTPStorage(Storage):
     """SFTP backend rooted at the absolute remote directory ``root``."""
 
     backend = "ssh"
-    atomic_rename = True
+    capabilities = Capabilities(
+        frozenset({Feature.ATOMIC_RENAME, Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS})
+    )
 
     def __init__(
         self,
@@ -718,8 +721,10 @@ class SFTPStorage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         op = "write"
+        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
         self._check_path(op, path)
         verifier = HashingVerifier(expected_size, expected_sha256)
         try:
