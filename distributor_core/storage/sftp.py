@@ -6,7 +6,8 @@ regular files. Writes stream into a reserved temporary sibling (``.distributor-t
 opened exclusively), are hashed and counted while they are sent, and are moved into place only
 after size and sha256 were verified: with ``posix-rename@openssh.com`` when overwriting (atomic
 replace), with a plain SFTP ``rename`` otherwise, which the server refuses when the target
-exists, so a racing writer is never clobbered.
+exists, so a racing writer is never clobbered. An ``in_place`` write (the executor's own staging
+temporary) is created exclusively under its own name and removed again on any failure.
 
 The backend is three modules: :mod:`.sftp_connection` (settings, host keys, the lazily opened SSH
 connection and its pool of SFTP channels), :mod:`.sftp_wire` (the pipelined read and write
@@ -108,8 +109,18 @@ class SFTPStorage(Storage):
     """SFTP backend rooted at the absolute remote directory ``root``."""
 
     backend = "ssh"
+    #: no parallel writes or reads: the channel pool lets threads share the connection, but no
+    #: caller parallelises SFTP transfers (never measured)
     capabilities = Capabilities(
-        frozenset({Feature.ATOMIC_RENAME, Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS})
+        frozenset(
+            {
+                Feature.ATOMIC_RENAME,
+                Feature.IN_PLACE_WRITES,
+                Feature.CONDITIONAL_WRITES,
+                Feature.EXCLUSIVE_CREATE,
+                Feature.REVISIONS,
+            }
+        )
     )
 
     def __init__(
@@ -405,6 +416,9 @@ class SFTPStorage(Storage):
                 sftp = channel.sftp
                 self._ensure_parent(sftp, op, path)
                 final = self._remote(path)
+                if in_place:
+                    self._write_in_place(channel, op, path, final, chunks, verifier)
+                    return Entry(path=path, type="file", size=verifier.size)
                 existing = self._lstat_or_none(sftp, final)
                 if existing is not None:
                     if not overwrite:
@@ -427,6 +441,33 @@ class SFTPStorage(Storage):
             assert original is not None
             raise original from None
         return Entry(path=path, type="file", size=verifier.size)
+
+    def _write_in_place(
+        self,
+        channel: Channel,
+        op: str,
+        path: str,
+        final: str,
+        chunks: Iterable[bytes],
+        verifier: HashingVerifier,
+    ) -> None:
+        """Create ``final`` exclusively and stream into it; on any failure the file this call
+        created is removed, leaving nothing under ``path``."""
+        sftp = channel.sftp
+        try:
+            handle = sftp.open(final, "wbx")
+        except OSError as exc:
+            if wire.is_status_error(exc) and self._lstat_or_none(sftp, final) is not None:
+                raise self.error(op, path, ErrorKind.ALREADY_EXISTS) from exc
+            raise
+        try:
+            self._send(channel, handle, chunks, verifier)
+            problem = verifier.problem()
+            if problem:
+                raise self.error(op, path, ErrorKind.INTEGRITY, problem)
+        except BaseException:
+            self._remove_quietly(sftp, final)
+            raise
 
     @staticmethod
     def _send(channel: Channel, handle: paramiko.SFTPFile, chunks: Iterable[bytes], verifier: HashingVerifier) -> None:

@@ -35,6 +35,7 @@ DECLARED: dict[str, set[Feature]] = {
     },
     "sftp": {
         Feature.ATOMIC_RENAME,
+        Feature.IN_PLACE_WRITES,
         Feature.CONDITIONAL_WRITES,
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
