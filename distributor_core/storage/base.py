@@ -12,11 +12,12 @@ All paths are logical paths (see :mod:`distributor_core.paths`), validated befor
 from __future__ import annotations
 
 import hashlib
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from distributor_core import paths as lp
 from distributor_core.storage.capabilities import Capabilities, Feature
@@ -63,6 +64,20 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE) -> Iterator[bytes]:
         if not chunk:
             return
         yield chunk
+
+
+class ReadStream(io.RawIOBase):
+    """Base of the backends' read streams (what ``open_read`` returns): subclasses implement
+    ``read``; ``readinto`` fills a caller's buffer from it."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
 
 
 class HashingVerifier:

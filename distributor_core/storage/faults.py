@@ -39,14 +39,13 @@ effect and raises afterwards (a lost acknowledgement).
 
 from __future__ import annotations
 
-import io
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-from distributor_core.storage.base import Entry, Storage
+from distributor_core.storage.base import Entry, ReadStream, Storage
 from distributor_core.storage.capabilities import Capabilities
 from distributor_core.storage.errors import ErrorKind, StorageError
 
@@ -344,7 +343,7 @@ def _fail_after(chunks: Iterable[bytes], limit: int, error: Callable[[], BaseExc
         raise error()
 
 
-class _FailingReader(io.RawIOBase):
+class _FailingReader(ReadStream):
     """A read stream that raises after ``limit`` bytes were returned."""
 
     def __init__(self, inner: BinaryIO, limit: int, error: Callable[[], BaseException]) -> None:
@@ -352,9 +351,6 @@ class _FailingReader(io.RawIOBase):
         self._inner = inner
         self._left = limit
         self._error = error
-
-    def readable(self) -> bool:
-        return True
 
     def read(self, size: int | None = -1) -> bytes:
         if self._left <= 0:
@@ -371,12 +367,6 @@ class _FailingReader(io.RawIOBase):
             if not data:
                 return b"".join(parts)
             parts.append(data)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         try:

@@ -44,7 +44,6 @@ a leading ``/``). Decisions:
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +53,7 @@ from types import SimpleNamespace
 from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
-from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, Storage
+from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, ReadStream, Storage
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3_content import content_type_for
@@ -188,7 +187,7 @@ def _md5_instead_of_crc32(request: Any, **_: Any) -> None:
     headers["Content-MD5"] = content_md5(body)
 
 
-class _S3ReadStream(io.RawIOBase):
+class _S3ReadStream(ReadStream):
     """A GetObject body as a binary stream whose reads return full buffers (short only at EOF)
     and whose transport failures are storage errors."""
 
@@ -197,9 +196,6 @@ class _S3ReadStream(io.RawIOBase):
         self._storage = storage
         self._path = path
         self._body = body
-
-    def readable(self) -> bool:
-        return True
 
     def _read_some(self, size: int) -> bytes:
         if self.closed:
@@ -229,12 +225,6 @@ class _S3ReadStream(io.RawIOBase):
             if not data:
                 return b"".join(parts)
             parts.append(data)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         if not self.closed:

@@ -17,7 +17,6 @@ with the same message at run time.
 from __future__ import annotations
 
 import inspect
-import io
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -36,7 +35,7 @@ from paramiko.sftp import (
 )
 from paramiko.sftp_client import SFTPClient, int64
 
-from distributor_core.storage.base import HashingVerifier
+from distributor_core.storage.base import HashingVerifier, ReadStream
 
 #: the paramiko releases this module is written and tested against: at least
 #: ``PARAMIKO_MINIMUM``, below major ``PARAMIKO_NEXT_MAJOR`` (pyproject.toml states the same range)
@@ -247,7 +246,7 @@ def upload(
         raise
 
 
-class RemoteReader(io.RawIOBase):
+class RemoteReader(ReadStream):
     """A binary stream of one open remote file that keeps several read requests in flight
     (bounded read-ahead: only the requests in flight are buffered). ``translate`` turns a
     transfer failure into the exception to raise; ``release(healthy)`` is called once, when the
@@ -277,9 +276,6 @@ class RemoteReader(io.RawIOBase):
         self._ready_len = 0
         self._eof = False
         self._released = False
-
-    def readable(self) -> bool:
-        return True
 
     @property
     def name(self) -> str:
@@ -364,12 +360,6 @@ class RemoteReader(io.RawIOBase):
             raise ValueError("I/O operation on closed file")
         self._fill(None)
         return self._take(self._ready_len)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         if not self._released:
