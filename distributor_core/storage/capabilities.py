@@ -1,14 +1,19 @@
 """What a storage backend can do, declared once per adapter (in the manner of rclone's
 ``fs.Features``).
 
-Callers branch on these declarations instead of probing attributes: the executor stages outputs
-under temporaries only where ``ATOMIC_RENAME`` holds, writes those temporaries ``in_place`` where
-``IN_PLACE_WRITES`` holds, and writes or validates several files at once within the declared
-thread counts. Every adapter states its :class:`Capabilities` as ``Storage.capabilities`` (an
-abstract member of the protocol: a class that does not state it cannot be instantiated), and a
-wrapper such as the fault injector passes the wrapped backend's declaration through, so no
-feature is dropped silently. ``tests/storage/test_conformance.py`` checks every declaration
-against what the backend does.
+Callers branch on these declarations instead of probing attributes: the executor refuses a
+destination without ``CONDITIONAL_WRITES``, stages outputs under temporaries only where
+``ATOMIC_RENAME`` holds, writes those temporaries ``in_place`` where ``IN_PLACE_WRITES`` holds,
+and writes or validates several files at once within the declared thread counts; source
+validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds. The others
+state guarantees callers rely on without a branch (``EXCLUSIVE_CREATE`` and ``REVISIONS`` for the
+lock and the state file, ``BATCHED_DELETES`` for what a failed delete may have removed).
+
+Every adapter states its :class:`Capabilities` as ``Storage.capabilities`` (an abstract member of
+the protocol: a class that does not state it cannot be instantiated), and a wrapper such as the
+fault injector reports the wrapped backend's declaration, less only what it knowingly does not
+offer itself, so no feature is dropped silently. ``tests/storage/test_capabilities.py`` checks
+every declaration against what local disk, a real sshd and moto do, bare and wrapped.
 """
 
 from __future__ import annotations
@@ -35,6 +40,13 @@ class Feature(StrEnum):
     EXCLUSIVE_CREATE = "exclusive_create"
     #: ``stat`` and listings report a ``revision`` that ``if_revision`` accepts.
     REVISIONS = "revisions"
+    #: ``delete_paths`` and ``delete_prefix`` remove many entries per request (S3
+    #: ``DeleteObjects``, up to 1,000 keys) instead of one ``delete_file`` per target. Targets are
+    #: still checked first, so a missing target or a directory stops the call before anything at or
+    #: after it is removed; but when the batch request fails for one key, others of its batch
+    #: (planned after it included) may be gone, and the error's ``deleted`` lists the deletions
+    #: the store confirmed. Without the feature a failed delete leaves every later target untouched.
+    BATCHED_DELETES = "batched_deletes"
     #: ``open_read`` returns at once, refusing it, for anything that is not a regular file
     #: (a FIFO or device is never waited on), so a reader may open a small file before it stats.
     NONBLOCKING_OPEN = "nonblocking_open"
@@ -87,7 +99,9 @@ class Capabilities:
     def without(self, *features: Feature) -> Capabilities:
         """This declaration less ``features`` (a counted one drops its thread count to 1): for a
         backend variant, or a wrapper that knowingly cannot offer one of them."""
-        removed = frozenset(Feature(f) for f in features)
+        removed = frozenset(Feature(f) for f in features) & self.features
+        if not removed:
+            return self
         return replace(
             self,
             flags=self.flags - removed,

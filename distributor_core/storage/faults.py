@@ -6,8 +6,10 @@ kind and fails the calls its :class:`Fault` rules select. The generic operations
 read_bytes, write_bytes, ...) are *not* forwarded: they run here, on top of the wrapped
 primitives, so every stat, delete or listing they make can be failed. (A backend's own faster
 versions, such as S3's batched deletes, are therefore bypassed under the wrapper.) The wrapped
-backend's declared ``capabilities`` are reported unchanged, and every argument of a primitive
-(``in_place`` included) is passed on, so callers take the same branches as without the wrapper.
+backend's declared ``capabilities`` are reported as they are, less :data:`NOT_FORWARDED` (the
+features a backend provides by overriding a generic operation, which the wrapper runs itself:
+``batched_deletes``), and every argument of a primitive (``in_place`` included) is passed on, so
+callers take the same branches as without the wrapper.
 
 Kinds of calls (``OpKind``):
 
@@ -46,8 +48,13 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
 from distributor_core.storage.base import Entry, ReadStream, Storage
-from distributor_core.storage.capabilities import Capabilities
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
+
+#: features the wrapper does not report: the backend implements them in a generic operation of
+#: its own (S3's ``delete_paths`` and ``delete_prefix``), which runs here on the wrapped
+#: primitives instead, one ``delete_file`` per target
+NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES})
 
 OpKind = Literal["write", "rename", "delete", "stat", "list", "read", "rmdir"]
 OP_KINDS: tuple[OpKind, ...] = ("write", "rename", "delete", "stat", "list", "read", "rmdir")
@@ -139,8 +146,8 @@ class FaultInjectingStorage(Storage):
 
     @property
     def capabilities(self) -> Capabilities:
-        """The wrapped backend's declaration, unchanged."""
-        return self.inner.capabilities
+        """The wrapped backend's declaration, less :data:`NOT_FORWARDED`."""
+        return self.inner.capabilities.without(*NOT_FORWARDED)
 
     def __getattr__(self, name: str) -> Any:
         # backend-specific attributes (root, bucket, client, ...) of the wrapped storage

@@ -30,11 +30,12 @@ a leading ``/``). Decisions:
   leaves both objects, so ``Feature.ATOMIC_RENAME`` is not declared (the executor writes outputs
   straight to their final names instead), nor ``IN_PLACE_WRITES`` (every write is already
   invisible until complete).
-* **Batched deletes.** ``delete_paths`` stats its targets concurrently, then removes them with
-  ``DeleteObjects`` in batches of 1000. It keeps the base semantics (root refused, directory →
-  ``unsupported``, missing skipped or ``not_found``) and raises for the first failure in
-  planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in planned
-  order (a failed batch may have removed keys planned after the failing one).
+* **Batched deletes** (``Feature.BATCHED_DELETES``). ``delete_paths`` and ``delete_prefix``
+  remove objects with ``DeleteObjects`` in batches of 1000 (``delete_paths`` first stats its
+  targets concurrently; ``delete_prefix`` lists once). They keep the base semantics (root
+  refused, directory → ``unsupported``, missing skipped or ``not_found``) and raise for the first
+  failure in planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in
+  planned order (a failed batch may have removed keys planned after the failing one).
 * **Parallel writes.** ``max_parallel_writes`` (default 4) is declared as
   ``capabilities.parallel_writes``: how many outputs the executor writes at once; multipart parts
   of all writes share one bound of ``max_concurrency`` in flight.
@@ -300,7 +301,9 @@ class S3Storage(Storage):
         self.copy_part_size = copy_part_size
         self.max_parallel_writes = max_parallel_writes
         self._capabilities = Capabilities(
-            frozenset({Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS}),
+            frozenset(
+                {Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS, Feature.BATCHED_DELETES}
+            ),
             parallel_writes=max_parallel_writes,
         )
         # parts in flight across every write of this storage (parallel writes share the bound)
