@@ -32,8 +32,9 @@ from paramiko.sftp import (
     CMD_STATUS,
     CMD_WRITE,
     SFTPError,
+    int64,
 )
-from paramiko.sftp_client import SFTPClient, int64
+from paramiko.sftp_client import SFTPClient
 
 from distributor_core.storage.base import HashingVerifier, ReadStream
 
