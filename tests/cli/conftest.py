@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,15 @@ class TTYStream(io.StringIO):
 
 
 Runner = Callable[..., Result]
+
+REPO = Path(__file__).resolve().parents[2]
+#: the installed ``distributor`` console script of this environment
+SCRIPT = Path(sys.executable).parent / "distributor"
+
+
+def run_script(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """Run the real console script in a subprocess."""
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture
