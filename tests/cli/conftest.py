@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,9 +44,14 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "distributor"
 
 
-def run_script(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """Run the real console script in a subprocess."""
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+def run_script(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console script in a subprocess (``env`` is added to this environment)."""
+    environment = {**os.environ, **env} if env else None
+    return subprocess.run(
+        [str(SCRIPT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.fixture
