@@ -356,10 +356,8 @@ class S3Storage(Storage):
         return f"S3Storage(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
 
     def close(self) -> None:
-        if self._owns_client:
-            close = getattr(self.client, "close", None)
-            if close is not None:
-                close()
+        if self._owns_client:  # a client build_client made (botocore clients have close())
+            self.client.close()
 
     # ------------------------------------------------------------------ keys and errors
 
