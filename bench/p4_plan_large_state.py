@@ -40,7 +40,8 @@ def _manifest(created: datetime):
 
 
 def _request(manifest, source, destination):
-    from distributor_core.plan.model import DestinationPolicy, PlanRequest
+    from distributor_core.execute.request import PlanRequest
+    from distributor_core.plan.model import DestinationPolicy
 
     return PlanRequest(
         pipeline_id="bench",
@@ -65,8 +66,8 @@ def _best(fn, repeat: int) -> tuple[float, list[float]]:
 
 
 def main() -> c.Report:
+    from distributor_core.execute.facts import build_plan
     from distributor_core.execute.statebuild import build_state
-    from distributor_core.plan.planner import build_plan
     from distributor_core.state import marshal_state
     from distributor_core.storage.local import LocalStorage
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -214,24 +212,12 @@ def manifest_from_obj_fast(obj: Any) -> Manifest | None:
     return manifest if manifest_valid(manifest) else None
 
 
-#: manifests a caller expects a document it is about to parse to record (planning passes the
-#: source manifest): a recorded manifest equal to one of them is reused instead of rebuilt
-_EXPECTED: ContextVar[tuple[Manifest, ...]] = ContextVar("distributor_expected_manifests", default=())
-
-
-@contextmanager
-def expected_manifests(*manifests: Manifest | None) -> Iterator[None]:
-    token = _EXPECTED.set(tuple(m for m in manifests if m is not None))
-    try:
-        yield
-    finally:
-        _EXPECTED.reset(token)
-
-
-def expected_manifest_for(obj: Any) -> Manifest | None:
-    """An expected manifest that ``obj`` (a decoded manifest object) describes exactly and that
-    is valid; parsing ``obj`` would build an equal manifest, so it can be used instead."""
-    for manifest in _EXPECTED.get():
+def expected_manifest_for(obj: Any, expected: Sequence[Manifest]) -> Manifest | None:
+    """The manifest of ``expected`` (manifests the caller expects the document to record, such
+    as the source manifest being planned) that ``obj``, a decoded manifest object, describes
+    exactly and that is valid: parsing ``obj`` would build an equal manifest, so that one can be
+    used instead. ``None`` when none qualifies."""
+    for manifest in expected:
         if _describes(obj, manifest) and manifest_valid(manifest):
             return manifest
     return None
