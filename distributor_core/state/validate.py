@@ -10,6 +10,7 @@ from datetime import datetime
 from operator import attrgetter
 from urllib.parse import urlsplit
 
+from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
@@ -119,10 +120,10 @@ def _outputs_valid_fast(
         paths = list(map(_PATH, outputs))
         if len(set(paths)) != len(paths):
             return False
-        if paths != valid_paths and not fastcheck.bundle_paths_valid(paths):
+        if paths != valid_paths and not lp.bundle_paths_valid(paths):
             return False
         sources = list(map(_SOURCE_PATH, outputs))
-        if sources != valid_paths and sources != paths and not fastcheck.bundle_paths_valid(sources):
+        if sources != valid_paths and sources != paths and not lp.bundle_paths_valid(sources):
             return False
         kinds = set(map(_KIND, outputs))
         if not kinds <= set(OUTPUT_KINDS):
