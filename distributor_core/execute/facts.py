@@ -65,16 +65,6 @@ def _relative(paths: list[str], bundle_path: str) -> tuple[str, ...]:
     return tuple(lp.relative_to(p, bundle_path) for p in paths)  # raises, naming the stray path
 
 
-def _exists(storage: Storage, path: str) -> bool:
-    try:
-        storage.stat(path)
-    except StorageError as exc:
-        if exc.kind == ErrorKind.NOT_FOUND:
-            return False
-        raise
-    return True
-
-
 def answer(storage: Storage, request: FactRequest) -> bool | Listing | str | None:
     """Answer one fact request from the destination storage."""
     if isinstance(request, HasAny):
@@ -87,7 +77,7 @@ def answer(storage: Storage, request: FactRequest) -> bool | Listing | str | Non
         return Listing(paths, truncated=scan.truncated)
     if isinstance(request, FirstExisting):
         for path in request.paths:
-            if _exists(storage, lp.join(request.bundle_path, path)):
+            if storage.exists(lp.join(request.bundle_path, path)):  # stat; not-found is False
                 return path
         return None
     raise TypeError(f"unknown fact request {request!r}")
