@@ -20,6 +20,7 @@ from distributor_core.bundle import (
     Manifest,
     ProgressCallback,
     check_content,
+    digest_chunks,
     parse_manifest,
     validate_manifest,
     verify,
@@ -35,8 +36,10 @@ DISCOVERY_LIMIT = 1_000_000
 
 __all__ = [
     "DISCOVERY_LIMIT",
+    "FileCheck",
     "SourceBundle",
     "ValidatedContent",
+    "check_source_files",
     "discover_bundles",
     "load_source_manifest",
     "manifest_path",
@@ -276,3 +279,58 @@ def select_newest(bundles: Iterable[SourceBundle]) -> SourceBundle | None:
         ):
             newest = candidate
     return newest
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """What one listed file of a bundle actually is (``distributor inspect``).
+
+    ``size`` and ``sha256`` are measured from the bytes (``None`` when the file could not be
+    read); ``error`` is the message :func:`validate_source_bundle` gives for this file, ``None``
+    when the file matches its record.
+    """
+
+    path: str
+    size: int | None
+    sha256: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def check_source_files(
+    storage: Storage,
+    bundle_path: str,
+    manifest: Manifest,
+    *,
+    progress: ProgressCallback | None = None,
+) -> list[FileCheck]:
+    """Stream every listed file once and report its actual size and sha256 next to its record.
+
+    Unlike :func:`validate_source_bundle` this goes on after a broken file, and hashes a file
+    whose size differs too, so every readable file's actual size and digest are known. The
+    first error in manifest order is the one ``validate_source_bundle`` raises for the bundle.
+    """
+    records = manifest.files
+    targets = _file_paths(bundle_path, records)
+    return [_check_file(storage, target, record, progress) for target, record in zip(targets, records, strict=True)]
+
+
+def _check_file(storage: Storage, target: str, record, progress: ProgressCallback | None) -> FileCheck:
+    try:
+        entry = storage.stat(target)
+        if entry.type != "file":
+            return FileCheck(record.path, None, None, str(verify.not_regular(record.path, entry.type)))
+        with storage.open_read(target) as stream:
+            size, digest = digest_chunks(iter_chunks(stream, _read_size(entry.size)), progress)
+    except StorageError as exc:
+        error = _bundle_error(record.path, exc)
+        return FileCheck(record.path, None, None, str(exc if error is None else error))
+    problem = None
+    if size != record.size:
+        problem = verify.size_mismatch(record.path, size, record.size)
+    elif digest != record.sha256:
+        problem = verify.sha256_mismatch(record.path, digest, record.sha256)
+    return FileCheck(record.path, size, digest, None if problem is None else str(problem))
