@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat as st
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,11 +27,6 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 _DIR_MODE = 0o755
 _FILE_MODE = 0o644
 
-#: A logical path that certainly passes ``paths.check_path``: non-empty segments of characters
-#: that are neither control characters, DEL, backslashes nor surrogates, and no ``.``/``..``
-#: segment. Anything else takes the full check (and its exact message).
-_SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f\ud800-\udfff]+"
-_CLEAN_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
 
 
 def _entry_type(mode: int) -> EntryType:
@@ -153,7 +147,7 @@ class LocalStorage(Storage):
     # ------------------------------------------------------------------ path handling
 
     def _check_path(self, op: str, path: str) -> str:
-        if type(path) is str and _CLEAN_PATH.fullmatch(path) is not None:
+        if lp.is_valid_path(path):  # the compiled rule; anything else gets the exact message
             return path
         return super()._check_path(op, path)
 
