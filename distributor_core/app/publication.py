@@ -27,7 +27,7 @@ from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptio
 from distributor_core.config import Destination, Pipeline
 from distributor_core.execute.executor import Progress
 from distributor_core.execute.publish import PublishOutcome, default_holder, publish
-from distributor_core.plan.model import PlanRequest
+from distributor_core.execute.request import PlanRequest
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
 

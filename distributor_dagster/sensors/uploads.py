@@ -19,10 +19,9 @@ import dagster as dg
 from distributor_core.config import Pipeline
 from distributor_core.server import staging
 from distributor_dagster.names import PipelineNames
-from distributor_dagster.observe import uploads_view
 from distributor_dagster.pools import ensure_site_pools
 from distributor_dagster.publish.job import run_config
-from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
+from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging, uploads_view
 from distributor_dagster.site import Site
 
 if TYPE_CHECKING:

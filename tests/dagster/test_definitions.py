@@ -147,6 +147,61 @@ def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
     assert {s.name for s in defs.sensors} == {"watch_far", "watch_near"}
 
 
+def test_the_whole_location_builds_with_every_root_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: loading the code location is a parse. With every option that adds definitions
+    (eager automation, blocking checks, an upload pipeline) and every root unreachable (no route,
+    no credentials, no directories, no staging area), the Definitions, their repository, the
+    implicit asset job and every job build without opening a storage or a socket."""
+    import socket
+
+    import distributor_core.storage.factory as factory
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the code location load opened a storage or a socket")
+
+    monkeypatch.setattr(factory, "_open", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    config = write_config(
+        tmp_path,
+        """\
+        secrets: {directory: secrets-that-do-not-exist}
+        server:
+          http: {bind: 127.0.0.1:9, staging_root: staging/not-created}
+        upload_tokens:
+          - {id: up, token_env: UNSET_UPLOAD_TOKEN, allow_pipelines: [uploads]}
+        pipelines:
+          - id: far
+            source: {backend: s3, bucket: nowhere, prefix: in, endpoint: http://192.0.2.1:9,
+                     credentials: {access_key_id_env: UNSET_KEY_ID, secret_access_key_env: UNSET_SECRET}}
+            destinations:
+              - {id: web, backend: ssh, host: 192.0.2.1, user: nobody, path: /srv/www, known_hosts_file: kh}
+              - {id: disk, backend: local, path: not-created/yet}
+          - id: uploads
+            source: {backend: http_upload}
+            destinations:
+              - id: bucket
+                backend: s3
+                bucket: nowhere
+                endpoint: http://192.0.2.1:9
+                credentials: {access_key_id_env: UNSET_KEY_ID, secret_access_key_env: UNSET_SECRET}
+        """,
+    )
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    defs = build_definitions(config, automation="eager", blocking_checks=["state_valid", "managed_outputs_present"])
+    dg.Definitions.validate_loadable(defs)
+    repository = defs.get_repository_def()
+    jobs = {job.name for job in repository.get_all_jobs()}
+    assert {"publish_far", "publish_uploads", "__ASSET_JOB"} <= jobs
+    graph = repository.asset_graph
+    assert {"/".join(k.path) for k in graph.get_all_asset_keys()} == {
+        "far", "far/web", "far/disk", "uploads", "uploads/bucket",
+    }
+    assert graph.get(dg.AssetKey(["far", "web"])).parent_keys == {dg.AssetKey(["far"])}
+    assert {s.name for s in defs.sensors} == {"watch_far", "uploads_uploads", "distributor_automation"}
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
 def test_an_invalid_config_fails_the_load_with_the_cli_message(tmp_path: Path) -> None:
     config = write_config(tmp_path, "pipelines:\n  - id: bad id\n    source: {backend: local, path: x}\n")
     cli = subprocess.run([str(BIN / "distributor"), "run", "--config", str(config)], capture_output=True, text=True)

@@ -5,6 +5,7 @@ independent destinations, validation before any write, selectors (E1, B3), asset
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ from tests.dagster.conftest import (
 pytestmark = pytest.mark.dagster
 
 DISTRIBUTOR = Path(sys.executable).parent / "distributor"
+DAGSTER = Path(sys.executable).parent / "dagster"
 
 CONFIG = """\
 pipelines:
@@ -123,6 +125,46 @@ def test_publish_job_writes_what_distributor_run_writes(tmp_path: Path, source: 
             assert without_times(dagster_files[path]) == without_times(data), path
         else:
             assert dagster_files[path] == data, path
+
+
+def test_dagster_job_execute_writes_what_distributor_run_writes_and_an_unchanged_rerun_writes_nothing(
+    tmp_path: Path, source: Path
+) -> None:
+    """The CLI way in, as the docs show it: ``dagster job execute -j publish_<p>`` in a subprocess
+    against a real instance, next to ``distributor run``; then the same job again touches no file."""
+    dagster_config = write_config(tmp_path, CONFIG.format(out="dagster"), "dagster.yml")
+    cli_config = write_config(tmp_path, CONFIG.format(out="cli"), "cli.yml")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DISTRIBUTOR_CONFIG": str(dagster_config)}
+    command = [str(DAGSTER), "job", "execute", "-m", "distributor_dagster.definitions", "-j", "publish_reports_daily"]
+
+    first = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    cli = subprocess.run([str(DISTRIBUTOR), "run", "--config", str(cli_config)], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    dagster_files, cli_files = tree(tmp_path / "dagster"), tree(tmp_path / "cli")
+    assert sorted(dagster_files) == sorted(cli_files)
+    for path, data in cli_files.items():
+        if path.endswith(".distributor.json"):
+            assert without_times(dagster_files[path]) == without_times(data), path
+        else:
+            assert dagster_files[path] == data, path
+
+    def stats() -> dict[str, tuple[int, int, int]]:
+        files = sorted(p for p in (tmp_path / "dagster").rglob("*") if p.is_file())
+        return {str(p): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in files}
+
+    before = stats()
+    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert stats() == before
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        archive = dg.AssetKey([GRAPH, "archive"])
+        assert len(instance.fetch_materializations(archive, limit=10).records) == 2  # both bundles, first run
+        skips = instance.fetch_observations(archive, limit=10).records
+        assert sorted(o.asset_observation.metadata["action"].value for o in skips) == ["skip_same", "skip_same"]
 
 
 def test_publish_job_state_is_byte_identical_to_the_library_run_with_the_same_clock(
