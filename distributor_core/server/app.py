@@ -37,11 +37,11 @@ from distributor_core.config import resolve_upload_tokens as _resolve_tokens
 from distributor_core.jsonfmt import dumps_compact
 from distributor_core.server import errors, openapi
 from distributor_core.server.archive import StagingError, TooLargeError
-from distributor_core.server.dagster_status import DagsterRunLookup
 from distributor_core.server.publisher import InlinePublisher, PublishFunction, publish_staged_upload
-from distributor_core.server.runids import RandomSuffix, random_suffix
+from distributor_core.server.runstatus import RunStatusSource, load_run_status_source
 from distributor_core.server.runtime import UploadRuntime
-from distributor_core.server.service import NO_UPLOAD_PIPELINE, DagsterLookup, Ticket, UploadService
+from distributor_core.server.service import NO_UPLOAD_PIPELINE, Ticket, UploadService
+from distributor_core.staging import RandomSuffix, random_suffix
 from distributor_core.timefmt import Clock
 
 log = logging.getLogger("distributor.server")
@@ -142,7 +142,7 @@ def create_app(
     tokens: UploadTokenTable | None = None,
     clock: Clock | None = None,
     suffix: RandomSuffix = random_suffix,
-    lookup_dagster_run: DagsterLookup | None = None,
+    lookup_dagster_run: RunStatusSource | None = None,
     publish: PublishFunction = publish_staged_upload,
     durable: bool = True,
     body_idle_timeout: float = 60.0,
@@ -154,14 +154,15 @@ def create_app(
     (``ServerSetupError`` naming the directory). The inline publisher and the expiry janitor
     start with the app's lifespan and stop with it (running publications get 30 s); the
     service and runtime are ``app.state.uploads`` and ``app.state.runtime``.
-    ``lookup_dagster_run`` (dagster publisher) defaults to a query of ``DagsterInstance.get()``.
+    ``lookup_dagster_run`` (dagster publisher) defaults to the run status source registered for
+    ``dagster`` (:mod:`distributor_core.server.runstatus`): a query of ``DagsterInstance.get()``.
     """
     if not config.upload_pipelines:
         raise errors.ServerSetupError(NO_UPLOAD_PIPELINE)
     env = env or Environment.from_config(config)
     tokens = tokens if tokens is not None else _resolve_tokens(config, env)
     if publisher == "dagster" and lookup_dagster_run is None:
-        lookup_dagster_run = DagsterRunLookup()
+        lookup_dagster_run = load_run_status_source("dagster")
     service = UploadService(
         config, env=env, tokens=tokens, mode=publisher, clock=clock, suffix=suffix,
         lookup_dagster_run=lookup_dagster_run, durable=durable,

@@ -22,21 +22,29 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from distributor_core import staging as sg
 from distributor_core.bundle import Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.server import errors
-from distributor_core.server import staging as sg
 from distributor_core.server.archive import StagingError, extract_bundle
-from distributor_core.server.area import PipelineStaging, StagingSetupError, ensure_private_dir, key_sha256
-from distributor_core.server.redact import host_redactions
-from distributor_core.server.runids import RandomSuffix, new_run_id, random_suffix
+from distributor_core.server.runstatus import RunStatusSource
+from distributor_core.staging import (
+    PipelineStaging,
+    RandomSuffix,
+    StagingSetupError,
+    ensure_private_dir,
+    host_redactions,
+    key_sha256,
+    new_run_id,
+    random_suffix,
+)
 from distributor_core.timefmt import Clock, now_seconds
 
 log = logging.getLogger("distributor.server")
 
 PublisherMode = Literal["inline", "dagster"]
 #: ``lookup(run_id) -> (status, dagster_run_id, error) | None`` (resolutions D1 overlay)
-DagsterLookup = Callable[[str], "tuple[str, str | None, str] | None"]
+DagsterLookup = RunStatusSource
 
 ARCHIVE_NAME = "upload.archive"
 NO_UPLOAD_PIPELINE = "serve requires at least one http_upload pipeline"
@@ -121,8 +129,15 @@ class UploadService:
         """Check and lock every staging path, sweep, load records, expire finished ones.
 
         Returns the unfinished records (accepted, queued, running) in admission order; the
-        inline publisher re-queues them. Raises :class:`StagingSetupError` naming a directory.
+        inline publisher re-queues them. Raises :class:`~.errors.ServerSetupError` naming a
+        directory.
         """
+        try:
+            return self._open()
+        except StagingSetupError as exc:
+            raise errors.ServerSetupError(str(exc)) from None
+
+    def _open(self) -> list[sg.UploadRecord]:
         upload_pipelines = self.config.upload_pipelines
         if not upload_pipelines:
             raise errors.ServerSetupError(NO_UPLOAD_PIPELINE)
@@ -181,9 +196,7 @@ class UploadService:
             return own
         for record in own:
             if record.status != sg.ACCEPTED:
-                updated = sg.transition(self.staging_path(record.pipeline_id), record.run_id, status=sg.ACCEPTED,
-                                        started_at=None)
-                self.update(updated)
+                self.update(sg.hand_back(self.staging_path(record.pipeline_id), record.run_id))
         return []
 
     def close(self) -> None:

@@ -1,8 +1,7 @@
-"""The server's side of the staging area: directory checks, the one-process lock, startup sweep,
-admission commits and expiry (resolutions D1, D4).
+"""What only the ``serve`` process does to a staging path: directory checks, the one-process
+lock, the startup sweep, admission commits and expiry (resolutions D1, D4).
 
-:mod:`distributor_core.server.staging` reads and writes single records; this module owns what only
-the ``serve`` process does to a staging path.
+:mod:`distributor_core.staging.records` reads and writes single records.
 """
 
 from __future__ import annotations
@@ -10,23 +9,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import secrets
 import stat as st
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distributor_core.server import staging as sg
-from distributor_core.server.errors import ServerSetupError
+from distributor_core.staging import layout as ly
+from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_tree
+from distributor_core.staging.index import key_sha256, read_small, remove_index, write_index
+from distributor_core.staging.layout import RecordError
+from distributor_core.staging.records import UploadRecord, read_record, record_bytes
+from distributor_core.staging.scan import iter_run_ids
 
 
-class StagingSetupError(ServerSetupError):
+class StagingSetupError(Exception):
     """A staging directory cannot be used; the message names it."""
-
-
-def key_sha256(key: str) -> str:
-    return hashlib.sha256(key.encode("ascii")).hexdigest()
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -82,8 +80,8 @@ class PipelineStaging:
         self.pipeline_id = pipeline_id
         self.path = path
         self.durable = durable
-        self.incoming = path / sg.INCOMING_DIR
-        self.index_root = path / sg.IDEMPOTENCY_DIR
+        self.incoming = path / ly.INCOMING_DIR
+        self.index_root = path / ly.IDEMPOTENCY_DIR
         self._lock_fd: int | None = None
         self.last_seq = 0
 
@@ -102,7 +100,7 @@ class PipelineStaging:
             raise
 
     def _acquire_lock(self) -> None:
-        lock_path = self.path / sg.LOCK_NAME
+        lock_path = self.path / ly.LOCK_NAME
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -124,23 +122,23 @@ class PipelineStaging:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def sweep(self) -> tuple[list[sg.UploadRecord], dict[tuple[str, str], str], SweepReport]:
+    def sweep(self) -> tuple[list[UploadRecord], dict[tuple[str, str], str], SweepReport]:
         """Startup: empty ``.incoming``, drop temp files of interrupted record writes, read every
         record and the idempotency index (dropping entries whose record is gone)."""
         report = SweepReport()
         for entry in os.scandir(self.incoming):
             _remove_entry(Path(entry.path))
             report.incoming_removed += 1
-        records: list[sg.UploadRecord] = []
-        for run_id in sg.iter_run_ids(self.path):
+        records: list[UploadRecord] = []
+        for run_id in iter_run_ids(self.path):
             directory = self.path / run_id
             for entry in os.scandir(directory):
-                if entry.name.startswith(sg.TEMP_PREFIX):
+                if entry.name.startswith(ly.TEMP_PREFIX):
                     _remove_entry(Path(entry.path))
                     report.temp_files_removed += 1
             try:
-                record = sg.read_record(self.path, run_id)
-            except (OSError, sg.RecordError) as exc:
+                record = read_record(self.path, run_id)
+            except (OSError, RecordError) as exc:
                 report.unreadable_records.append((run_id, str(exc)))
                 continue
             if record.pipeline_id != self.pipeline_id:
@@ -152,9 +150,9 @@ class PipelineStaging:
         index: dict[tuple[str, str], str] = {}
         for token_dir in _scandirs(self.index_root):
             for entry in os.scandir(token_dir.path):
-                run_id = _read_small(Path(entry.path))
+                run_id = read_small(Path(entry.path))
                 record = by_id.get(run_id or "")
-                if entry.name.startswith(sg.TEMP_PREFIX) or record is None or record.token_id != token_dir.name \
+                if entry.name.startswith(ly.TEMP_PREFIX) or record is None or record.token_id != token_dir.name \
                         or record.idempotency_key is None or key_sha256(record.idempotency_key) != entry.name:
                     _remove_entry(Path(entry.path))
                     report.stale_index_entries += 1
@@ -169,11 +167,11 @@ class PipelineStaging:
         recorded = self._read_seq()
         self.last_seq = max([recorded, *(r.seq for r in records)])
         if self.last_seq != recorded:  # a lost .seq update (it is not fsynced): readers rely on it
-            sg.atomic_write(self.path / sg.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=".seq.tmp-")
+            atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX)
         return records, index, report
 
     def _read_seq(self) -> int:
-        text = _read_small(self.path / sg.SEQ_NAME)
+        text = read_small(self.path / ly.SEQ_NAME)
         try:
             return max(0, int(text or "0"))
         except ValueError:
@@ -190,33 +188,24 @@ class PipelineStaging:
         """The next admission number. ``.seq`` keeps the highest one issued, so numbers are never
         reused after every record expired; the records themselves carry theirs (no fsync here)."""
         self.last_seq += 1
-        sg.atomic_write(self.path / sg.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=".seq.tmp-",
-                        durable=False)
+        atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX,
+                     durable=False)
         return self.last_seq
 
     def write_index(self, token_id: str, key_hash: str, run_id: str, *, durable: bool = True) -> Path:
-        path = sg.idempotency_path(self.path, token_id, key_hash)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path.parent, 0o700)
-        sg.atomic_write(path, f"{run_id}\n".encode(), durable=durable and self.durable)
-        return path
+        return write_index(self.path, token_id, key_hash, run_id, durable=durable and self.durable)
 
     def remove_index(self, token_id: str, key_hash: str, *, expected: str | None = None) -> None:
-        """Delete an idempotency entry; with ``expected``, only while it still names that run."""
-        path = sg.idempotency_path(self.path, token_id, key_hash)
-        if expected is not None and _read_small(path) != expected:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        remove_index(self.path, token_id, key_hash, expected=expected)
 
-    def promote(self, incoming: Path, record: sg.UploadRecord) -> None:
+    def promote(self, incoming: Path, record: UploadRecord) -> None:
         """Write the record next to the extracted bundle, then make it visible under its run id.
 
         The idempotency entry is written before the rename: a crash in between leaves an entry
         whose record does not exist, which the next startup drops; never an accepted upload
         that a retry could duplicate.
         """
-        sg.atomic_write(incoming / sg.RECORD_NAME, _record_bytes(record), durable=False)
+        atomic_write(incoming / ly.RECORD_NAME, record_bytes(record), temp_prefix=ly.TEMP_PREFIX, durable=False)
         extra: list[Path] = []
         if record.idempotency_key is not None:
             extra.append(self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id,
@@ -229,8 +218,8 @@ class PipelineStaging:
                 self.remove_index(record.token_id, key_sha256(record.idempotency_key))
             raise
         if self.durable:  # bundle, record, index entry and renames in one step, before the 202
-            sg.sync_tree(target, extra)
-            sg.fsync_dir(self.path)
+            sync_tree(target, extra)
+            fsync_dir(self.path)
 
     def retire(self, run_id: str, token_id: str, key: str | None) -> Path | None:
         """Expire a record: drop its idempotency entry (if it still names this run) and move its
@@ -246,12 +235,6 @@ class PipelineStaging:
         return trash
 
 
-def _record_bytes(record: sg.UploadRecord) -> bytes:
-    from distributor_core.jsonfmt import dumps_indented_bytes
-
-    return dumps_indented_bytes(record.to_dict())
-
-
 def _scandirs(path: Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(path) as entries:
@@ -260,20 +243,9 @@ def _scandirs(path: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def _read_small(path: Path) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("utf-8", "replace").strip()
-    finally:
-        os.close(fd)
-
-
 def _remove_entry(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        sg.remove_tree(path)
+        remove_tree(path)
     else:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
