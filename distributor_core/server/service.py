@@ -163,6 +163,8 @@ class UploadService:
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
+                for path, reason in report.unremovable:
+                    log.warning("distributor: cannot remove %s left in a staging directory: %s", path, reason)
                 for record in records:
                     self._records[record.run_id] = _light(record)
                 for (token_id, key_hash), run_id in index.items():
@@ -196,7 +198,10 @@ class UploadService:
             return own
         for record in own:
             if record.status != sg.ACCEPTED:
-                self.update(sg.hand_back(self.staging_path(record.pipeline_id), record.run_id))
+                try:
+                    self.update(sg.hand_back(self.staging_path(record.pipeline_id), record.run_id))
+                except (OSError, sg.RecordError) as exc:
+                    log.warning("distributor: could not hand upload %s to Dagster: %s", record.run_id, exc)
         return []
 
     def close(self) -> None:
@@ -253,8 +258,8 @@ class UploadService:
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
 
     def release(self, ticket: Ticket) -> None:
-        """End a request: free its reservation and scope, remove whatever it left in ``.incoming``."""
-        sg.remove_tree(ticket.incoming)
+        """End a request: free its reservation and scope, then remove whatever it left in
+        ``.incoming``. Never raises: a tree that cannot be removed now is swept at the next start."""
         with self._lock:
             if ticket.reserved:
                 self._reserved -= 1
@@ -262,6 +267,11 @@ class UploadService:
             if ticket.scope is not None:
                 self._inflight.discard(ticket.scope)
                 ticket.scope = None
+        try:
+            sg.remove_tree(ticket.incoming)
+        except Exception as exc:
+            log.warning("distributor: could not remove a refused upload of pipeline %s (%s); "
+                        "the next start sweeps it", ticket.pipeline_id, type(exc).__name__)
 
     def stage_and_commit(self, ticket: Ticket, *, compressed: bool) -> Accepted:
         """Extract and validate the received archive, then record the upload (or replay it)."""
@@ -426,7 +436,10 @@ class UploadService:
                             del self._index[scope]
                 trash = pipeline.staging.retire(record.run_id, record.token_id, record.idempotency_key)
             if trash is not None:  # deleted outside the lock: commits of the pipeline go on meanwhile
-                sg.remove_tree(trash)
+                try:
+                    sg.remove_tree(trash)
+                except OSError as exc:  # it is in .incoming: the next start sweeps it
+                    log.warning("distributor: could not remove expired upload %s: %s", record.run_id, exc.strerror)
             expired.append(record.run_id)
         return expired
 

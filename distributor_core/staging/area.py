@@ -71,6 +71,8 @@ class SweepReport:
     temp_files_removed: int = 0
     stale_index_entries: int = 0
     unreadable_records: list[tuple[str, str]] = field(default_factory=list)
+    #: ``(path, reason)`` of leftovers that could not be listed or removed (left for the operator)
+    unremovable: list[tuple[str, str]] = field(default_factory=list)
 
 
 class PipelineStaging:
@@ -124,17 +126,20 @@ class PipelineStaging:
 
     def sweep(self) -> tuple[list[UploadRecord], dict[tuple[str, str], str], SweepReport]:
         """Startup: empty ``.incoming``, drop temp files of interrupted record writes, read every
-        record and the idempotency index (dropping entries whose record is gone)."""
+        record and the idempotency index (dropping entries whose record is gone).
+
+        Nothing an upload left can make it fail: trees of any depth are removed iteratively, and
+        an entry that cannot be removed or read is reported (``SweepReport``) and left alone.
+        """
         report = SweepReport()
-        for entry in os.scandir(self.incoming):
-            _remove_entry(Path(entry.path))
-            report.incoming_removed += 1
+        for entry in _scan_names(self.incoming, report):
+            if self._remove(self.incoming / entry, report):
+                report.incoming_removed += 1
         records: list[UploadRecord] = []
         for run_id in iter_run_ids(self.path):
             directory = self.path / run_id
-            for entry in os.scandir(directory):
-                if entry.name.startswith(ly.TEMP_PREFIX):
-                    _remove_entry(Path(entry.path))
+            for name in _scan_names(directory, report):
+                if name.startswith(ly.TEMP_PREFIX) and self._remove(directory / name, report):
                     report.temp_files_removed += 1
             try:
                 record = read_record(self.path, run_id)
@@ -149,15 +154,16 @@ class PipelineStaging:
         by_id = {r.run_id: r for r in records}
         index: dict[tuple[str, str], str] = {}
         for token_dir in _scandirs(self.index_root):
-            for entry in os.scandir(token_dir.path):
-                run_id = read_small(Path(entry.path))
+            for name in _scan_names(Path(token_dir.path), report):
+                path = Path(token_dir.path) / name
+                run_id = read_small(path)
                 record = by_id.get(run_id or "")
-                if entry.name.startswith(ly.TEMP_PREFIX) or record is None or record.token_id != token_dir.name \
-                        or record.idempotency_key is None or key_sha256(record.idempotency_key) != entry.name:
-                    _remove_entry(Path(entry.path))
-                    report.stale_index_entries += 1
+                if name.startswith(ly.TEMP_PREFIX) or record is None or record.token_id != token_dir.name \
+                        or record.idempotency_key is None or key_sha256(record.idempotency_key) != name:
+                    if self._remove(path, report):
+                        report.stale_index_entries += 1
                     continue
-                index[(token_dir.name, entry.name)] = record.run_id
+                index[(token_dir.name, name)] = record.run_id
         for record in records:  # an index entry lost by hand is rebuilt from its record
             if record.idempotency_key is not None:
                 scope = (record.token_id, key_sha256(record.idempotency_key))
@@ -169,6 +175,15 @@ class PipelineStaging:
         if self.last_seq != recorded:  # a lost .seq update (it is not fsynced): readers rely on it
             atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX)
         return records, index, report
+
+    @staticmethod
+    def _remove(path: Path, report: SweepReport) -> bool:
+        try:
+            remove_tree(path)
+        except OSError as exc:
+            report.unremovable.append((str(path), exc.strerror or type(exc).__name__))
+            return False
+        return True
 
     def _read_seq(self) -> int:
         text = read_small(self.path / ly.SEQ_NAME)
@@ -243,9 +258,12 @@ def _scandirs(path: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def _remove_entry(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        remove_tree(path)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+def _scan_names(path: Path, report: SweepReport) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [entry.name for entry in entries]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        report.unremovable.append((str(path), exc.strerror or type(exc).__name__))
+        return []

@@ -24,6 +24,8 @@ def read_small(path: Path) -> str | None:
         return None
     try:
         return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
