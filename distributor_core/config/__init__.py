@@ -32,6 +32,7 @@ from distributor_core.config.models import (
     TakeoverPolicy,
     TransferPolicy,
     TransformPolicy,
+    UploadLimits,
     UploadToken,
     ValidationPolicy,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "TransferPolicy",
     "TransformPolicy",
     "UploadGrant",
+    "UploadLimits",
     "UploadToken",
     "UploadTokenTable",
     "ValidationPolicy",

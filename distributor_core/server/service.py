@@ -281,7 +281,7 @@ class UploadService:
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         try:
             return extract_bundle(
-                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits
             )
         finally:
             ticket.archive.unlink(missing_ok=True)

@@ -64,6 +64,8 @@ def test_deep_entries_are_refused_and_free_their_slot_and_key(tmp_path: Path) ->
             response = upload(http, "reports", body, key="deep-key")
             assert response.status_code == 400, (attempt, response.text)
             assert response.json()["error"].startswith("invalid upload archive: "), response.json()
+            assert response.json()["error"].endswith(
+                "path is 1101 levels deep; the limit is 64 (server.http.limits.max_path_depth)"), response.json()
             assert TOKEN not in response.text and str(setup.root) not in response.text
             assert server.service.pending_count() == 0
         assert list((setup.staging("reports") / sg.INCOMING_DIR).iterdir()) == []
