@@ -163,6 +163,9 @@ class UploadService:
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
+                for duplicate, kept in report.duplicates:
+                    log.warning("distributor: upload %s shares its idempotency key with %s; marked failed, "
+                                "not published", duplicate, kept)
                 for path, reason in report.unremovable:
                     log.warning("distributor: cannot remove %s left in a staging directory: %s", path, reason)
                 for record in records:
@@ -318,7 +321,12 @@ class UploadService:
                 status=sg.ACCEPTED,
                 accepted_at=now,
             )
-            pipeline.staging.promote(ticket.incoming, record)
+            try:
+                pipeline.staging.promote(ticket.incoming, record)
+            except sg.PromotedError:
+                # visible and indexed, and it could not be rolled back: it is the accepted upload
+                # a restart would publish, so answer it as such (a retry replays it)
+                log.error("distributor: upload %s could not be made durable and was kept as accepted", run_id)
             with self._lock:
                 self._records[run_id] = record
                 if key_hash is not None:
@@ -327,7 +335,10 @@ class UploadService:
                     self._reserved -= 1
                     ticket.reserved = False
             if self.on_accepted is not None:
-                self.on_accepted(record)
+                try:
+                    self.on_accepted(record)
+                except Exception:  # accepted and durable: a restart queues it if this did not
+                    log.exception("distributor: queueing upload %s failed", run_id)
         return Accepted(dict(response), False)
 
     def _new_run_id(self, pipeline_id: str, now: datetime) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from distributor_core.staging.area import (
     PipelineStaging,
+    PromotedError,
     StagingSetupError,
     SweepReport,
     check_private_dir,
@@ -99,6 +100,7 @@ __all__ = [
     "TEMP_PREFIX",
     "TRANSITIONS",
     "PipelineStaging",
+    "PromotedError",
     "RandomSuffix",
     "RecordError",
     "StagingSetupError",

@@ -19,12 +19,25 @@ from distributor_core.staging import layout as ly
 from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_tree
 from distributor_core.staging.index import key_sha256, read_small, remove_index, write_index
 from distributor_core.staging.layout import RecordError
-from distributor_core.staging.records import UploadRecord, read_record, record_bytes
+from distributor_core.staging.records import UploadRecord, mark_finished, read_record, record_bytes
 from distributor_core.staging.scan import iter_run_ids
 
 
 class StagingSetupError(Exception):
     """A staging directory cannot be used; the message names it."""
+
+
+class PromotedError(Exception):
+    """Promotion failed after the record became visible and could not be undone: the upload is
+    on disk, indexed, and will be published; the caller must answer it as accepted."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"upload {run_id} is staged but could not be made durable or rolled back")
+        self.run_id = run_id
+
+
+#: the error of an unfinished record that shares its idempotency scope with an earlier one
+DUPLICATE_ERROR = "duplicate of upload {keeper} (same idempotency key); not published"
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -73,6 +86,8 @@ class SweepReport:
     unreadable_records: list[tuple[str, str]] = field(default_factory=list)
     #: ``(path, reason)`` of leftovers that could not be listed or removed (left for the operator)
     unremovable: list[tuple[str, str]] = field(default_factory=list)
+    #: ``(duplicate run id, kept run id)`` of records failed because they shared a scope
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
 
 
 class PipelineStaging:
@@ -151,6 +166,7 @@ class PipelineStaging:
                 continue
             records.append(record)
         records.sort(key=lambda r: (r.seq, r.run_id))
+        records = self._settle_duplicates(records, report)
         by_id = {r.run_id: r for r in records}
         index: dict[tuple[str, str], str] = {}
         for token_dir in _scandirs(self.index_root):
@@ -175,6 +191,42 @@ class PipelineStaging:
         if self.last_seq != recorded:  # a lost .seq update (it is not fsynced): readers rely on it
             atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX)
         return records, index, report
+
+    def _settle_duplicates(self, records: list[UploadRecord], report: SweepReport) -> list[UploadRecord]:
+        """One idempotency scope, one publication: when several records share a (token, key)
+        scope (left by a version that could answer 500 after promoting), the one already published
+        or being published wins, else the one the index names, else the first admitted; the other
+        ``accepted``/``queued`` ones become ``failed`` without being published."""
+        groups: dict[tuple[str, str], list[UploadRecord]] = {}
+        for record in records:
+            if record.idempotency_key is not None:
+                groups.setdefault((record.token_id, key_sha256(record.idempotency_key)), []).append(record)
+        replaced: dict[str, UploadRecord] = {}
+        for (token_id, key_hash), group in groups.items():
+            if len(group) < 2:
+                continue
+            indexed = read_small(ly.idempotency_path(self.path, token_id, key_hash))
+            attempted = [r for r in group if not r.pending]
+            named = [r for r in group if r.run_id == indexed]
+            keeper = (attempted or named or group)[0]
+            for record in group:
+                if record is keeper or not record.pending:
+                    continue
+                try:
+                    replaced[record.run_id] = mark_finished(
+                        self.path, record.run_id, error=DUPLICATE_ERROR.format(keeper=keeper.run_id)
+                    )
+                except (OSError, RecordError) as exc:
+                    report.unreadable_records.append((record.run_id, f"duplicate not settled: {exc}"))
+                    continue
+                report.duplicates.append((record.run_id, keeper.run_id))
+            if indexed != keeper.run_id:
+                try:
+                    self.write_index(token_id, key_hash, keeper.run_id)
+                except OSError as exc:
+                    report.unremovable.append((str(ly.idempotency_path(self.path, token_id, key_hash)),
+                                               exc.strerror or type(exc).__name__))
+        return [replaced.get(r.run_id, r) for r in records]
 
     @staticmethod
     def _remove(path: Path, report: SweepReport) -> bool:
@@ -232,8 +284,26 @@ class PipelineStaging:
             if record.idempotency_key is not None:
                 self.remove_index(record.token_id, key_sha256(record.idempotency_key))
             raise
-        if self.durable:  # bundle, record, index entry and renames in one step, before the 202
-            sync_tree(target, extra)
+        try:
+            if self.durable:  # bundle, record, index entry and renames in one step, before the 202
+                sync_tree(target, extra)
+                fsync_dir(self.path)
+        except BaseException as exc:
+            try:
+                self._demote(target, incoming, record)
+            except BaseException:
+                raise PromotedError(record.run_id) from exc
+            raise
+
+    def _demote(self, target: Path, incoming: Path, record: UploadRecord) -> None:
+        """Undo a promotion: the idempotency entry first (a retry must not be answered from it),
+        then the directory back into ``.incoming``, where the request's cleanup removes it. A
+        crash in between leaves a record without an entry, which the next start indexes again:
+        the upload is then published once, and a retry is answered as that upload."""
+        if record.idempotency_key is not None:
+            self.remove_index(record.token_id, key_sha256(record.idempotency_key), expected=record.run_id)
+        os.rename(target, incoming)
+        with contextlib.suppress(OSError):
             fsync_dir(self.path)
 
     def retire(self, run_id: str, token_id: str, key: str | None) -> Path | None:
