@@ -116,6 +116,9 @@ class UploadService:
         self._index: dict[tuple[str, str, str], str] = {}
         self._inflight: set[tuple[str, str, str]] = set()
         self._reserved = 0
+        self._reserved_by_token: dict[str, int] = {}
+        #: queue slots one token may hold (``server.http.max_queue_per_token``)
+        self.token_share = self.http.queue_share(len(config.upload_tokens))
         self._opened = False
         self._janitor_stop = threading.Event()
         self._janitor: threading.Thread | None = None
@@ -244,28 +247,40 @@ class UploadService:
         with self._lock:
             if scope is not None and scope in self._inflight:
                 raise errors.key_in_flight()
-            depth = self._reserved + sum(1 for r in self._records.values() if r.pending)
-            if depth >= self.http.queue_size:
+            pending = [r for r in self._records.values() if r.pending]
+            if self._reserved + len(pending) >= self.http.queue_size:
                 raise errors.queue_full()
+            held = self._reserved_by_token.get(token_id, 0) + sum(1 for r in pending if r.token_id == token_id)
+            if held >= self.token_share:
+                raise errors.token_share_full()
             if scope is not None:
                 self._inflight.add(scope)
-            self._reserved += 1
+            self._reserve(token_id, 1)
         try:
             incoming = pipeline.staging.new_incoming()
         except BaseException:
             with self._lock:
-                self._reserved -= 1
+                self._reserve(token_id, -1)
                 if scope is not None:
                     self._inflight.discard(scope)
             raise
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
+
+    def _reserve(self, token_id: str, delta: int) -> None:
+        """Count a request being received (``delta`` 1) or done with (-1); call under ``_lock``."""
+        self._reserved += delta
+        left = self._reserved_by_token.get(token_id, 0) + delta
+        if left:
+            self._reserved_by_token[token_id] = left
+        else:
+            self._reserved_by_token.pop(token_id, None)
 
     def release(self, ticket: Ticket) -> None:
         """End a request: free its reservation and scope, then remove whatever it left in
         ``.incoming``. Never raises: a tree that cannot be removed now is swept at the next start."""
         with self._lock:
             if ticket.reserved:
-                self._reserved -= 1
+                self._reserve(ticket.token_id, -1)
                 ticket.reserved = False
             if ticket.scope is not None:
                 self._inflight.discard(ticket.scope)
@@ -332,7 +347,7 @@ class UploadService:
                 if key_hash is not None:
                     self._index[(ticket.pipeline_id, ticket.token_id, key_hash)] = run_id
                 if ticket.reserved:
-                    self._reserved -= 1
+                    self._reserve(ticket.token_id, -1)
                     ticket.reserved = False
             if self.on_accepted is not None:
                 try:
