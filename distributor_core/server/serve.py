@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from distributor_core.config import Config
+from distributor_core.config import Config, ServerHTTP
 from distributor_core.server.app import create_app
 from distributor_core.server.connections import guarded_protocol
 from distributor_core.server.errors import ServerSetupError
@@ -83,10 +83,11 @@ def _configure_logging(stderr: TextIO) -> None:
     logger.setLevel(logging.WARNING)
 
 
-def uvicorn_config(app: Any, config: Config, *, grace: float = SHUTDOWN_GRACE) -> uvicorn.Config:
+def uvicorn_config(app: Any, config: Config | None, *, grace: float = SHUTDOWN_GRACE) -> uvicorn.Config:
     """uvicorn's options for ``app``: the connection guards of ``server.http`` (head deadline,
-    connection cap), no access log, no server header, lifespan on."""
-    http = config.server.http
+    connection cap; their defaults without a config), no access log, no server header, lifespan
+    on."""
+    http = config.server.http if config is not None else ServerHTTP.model_construct()
     return uvicorn.Config(
         app,
         http=guarded_protocol(http.header_timeout.total_seconds(), http.max_connections),

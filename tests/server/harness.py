@@ -245,7 +245,8 @@ def run_server(app: Any) -> Iterator[Running]:
     (connection guards included); stop it (lifespan shutdown) on exit."""
     sock = free_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(app, app.state.uploads.config))
+    uploads = getattr(app.state, "uploads", None)
+    server = uvicorn.Server(uvicorn_config(app, uploads.config if uploads is not None else None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
