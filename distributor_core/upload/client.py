@@ -312,7 +312,7 @@ class UploadClient:
     def _http_error(self, code: int, reason: str, body: bytes) -> HTTPError:
         data = _json_object(body)
         message: str
-        retryable: bool | None = None
+        retryable: bool | None = {409: False, 503: True}.get(code)
         if data is not None and isinstance(data.get("error"), str):
             message = self._redact(data["error"])
             if isinstance(data.get("retryable"), bool):

@@ -67,7 +67,9 @@ class HTTPError(UploadError):
     """The server answered with an unexpected HTTP status.
 
     ``message`` is the server's ``error`` field (else the trimmed body text, at most 1 KiB);
-    ``retryable`` is the server's flag when it sent one.
+    ``retryable`` is the server's flag when it sent one; without a flag a ``409`` is not
+    retryable (``False``: only the in-flight 409 carries ``true``), a ``503`` is (``True``), and
+    other statuses give ``None``.
     """
 
     def __init__(self, status_code: int, status: str, message: str, retryable: bool | None = None) -> None:

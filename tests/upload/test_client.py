@@ -223,7 +223,7 @@ def test_conflict_without_retryable_flag(script: Script, bundle: Path) -> None:
     script.answer((409, {"error": "upload idempotency key was already used for a different source manifest"}))
     with UploadClient(script.url, "secret") as client, pytest.raises(IdempotencyConflictError) as info:
         client.upload_bundle(pipeline_id="reports", root=bundle)
-    assert info.value.retryable is None and info.value.status == "409 Conflict"
+    assert info.value.retryable is False and info.value.status == "409 Conflict"  # issue 15 item 8
 
 
 def test_last_503_is_raised_after_every_attempt(script: Script, bundle: Path) -> None:
