@@ -20,6 +20,7 @@ from distributor_core.bundle import (
     Manifest,
     ProgressCallback,
     check_content,
+    digest_chunks,
     parse_manifest,
     validate_manifest,
     verify,
@@ -28,6 +29,7 @@ from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 #: Bound on the entries a discovery walk may visit (resolutions B2 uses the same order of size).
@@ -35,8 +37,10 @@ DISCOVERY_LIMIT = 1_000_000
 
 __all__ = [
     "DISCOVERY_LIMIT",
+    "FileCheck",
     "SourceBundle",
     "ValidatedContent",
+    "check_source_files",
     "discover_bundles",
     "load_source_manifest",
     "manifest_path",
@@ -180,18 +184,17 @@ def validate_source_bundle(
     recorded sha256; its bytes are streamed once through ``storage.open_read``. Messages name
     the file relative to the bundle. ``progress`` is called with the bytes hashed per chunk.
 
-    Storages that declare ``max_parallel_reads`` > 1 (local) have several files streamed at
-    once (hashing releases the GIL); the error raised is still the one of the first broken file
-    in manifest order, and every file before it has been checked. ``keep`` collects the
+    Storages that declare parallel reads (local, for large files) have several files streamed
+    at once (hashing releases the GIL); the error raised is still the one of the first broken
+    file in manifest order, and every file before it has been checked. ``keep`` collects the
     validated bytes of small files for publishing (:class:`ValidatedContent`).
     """
     if not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
     records = manifest.files
-    threads = min(getattr(storage, "max_parallel_reads", 1), len(records))
-    floor = getattr(storage, "parallel_min_file_size", 0)
-    if threads > 1 and floor and sum(_size(r) for r in records) < floor * len(records):
-        threads = 1  # small files: threads would only contend for the GIL
+    capabilities = storage.capabilities
+    threads = capabilities.read_threads(len(records), sum(_size(r) for r in records))
+    open_first = Feature.NONBLOCKING_OPEN in capabilities
     targets = _file_paths(bundle_path, records)
     callback = progress
     if threads > 1 and progress is not None:
@@ -203,7 +206,7 @@ def validate_source_bundle(
 
     run_ordered(
         len(records),
-        lambda index: _validate_file(storage, targets[index], records[index], callback, keep),
+        lambda index: _validate_file(storage, targets[index], records[index], callback, keep, open_first),
         threads=threads,
         name="distributor-validate",
     )
@@ -216,13 +219,15 @@ def _validate_file(
     record,
     progress: ProgressCallback | None,
     keep: ValidatedContent | None = None,
+    open_first: bool = False,
 ) -> None:
     try:
         stream = None
-        if record.size <= _OPEN_FIRST_SIZE and getattr(storage, "opens_special_files_safely", False):
+        if open_first and record.size <= _OPEN_FIRST_SIZE:
             # small file on a storage whose open_read returns at once for anything that is not
-            # a regular file: open it straight away and let the bytes read give the size. Any
-            # failure takes the stat-first sequence below, which words the error as before.
+            # a regular file (NONBLOCKING_OPEN): open it straight away and let the bytes read
+            # give the size. Any failure takes the stat-first sequence below, which words the
+            # error as before.
             try:
                 stream = storage.open_read(target)
             except StorageError:
@@ -276,3 +281,58 @@ def select_newest(bundles: Iterable[SourceBundle]) -> SourceBundle | None:
         ):
             newest = candidate
     return newest
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """What one listed file of a bundle actually is (``distributor inspect``).
+
+    ``size`` and ``sha256`` are measured from the bytes (``None`` when the file could not be
+    read); ``error`` is the message :func:`validate_source_bundle` gives for this file, ``None``
+    when the file matches its record.
+    """
+
+    path: str
+    size: int | None
+    sha256: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def check_source_files(
+    storage: Storage,
+    bundle_path: str,
+    manifest: Manifest,
+    *,
+    progress: ProgressCallback | None = None,
+) -> list[FileCheck]:
+    """Stream every listed file once and report its actual size and sha256 next to its record.
+
+    Unlike :func:`validate_source_bundle` this goes on after a broken file, and hashes a file
+    whose size differs too, so every readable file's actual size and digest are known. The
+    first error in manifest order is the one ``validate_source_bundle`` raises for the bundle.
+    """
+    records = manifest.files
+    targets = _file_paths(bundle_path, records)
+    return [_check_file(storage, target, record, progress) for target, record in zip(targets, records, strict=True)]
+
+
+def _check_file(storage: Storage, target: str, record, progress: ProgressCallback | None) -> FileCheck:
+    try:
+        entry = storage.stat(target)
+        if entry.type != "file":
+            return FileCheck(record.path, None, None, str(verify.not_regular(record.path, entry.type)))
+        with storage.open_read(target) as stream:
+            size, digest = digest_chunks(iter_chunks(stream, _read_size(entry.size)), progress)
+    except StorageError as exc:
+        error = _bundle_error(record.path, exc)
+        return FileCheck(record.path, None, None, str(exc if error is None else error))
+    problem = None
+    if size != record.size:
+        problem = verify.size_mismatch(record.path, size, record.size)
+    elif digest != record.sha256:
+        problem = verify.sha256_mismatch(record.path, digest, record.sha256)
+    return FileCheck(record.path, size, digest, None if problem is None else str(problem))

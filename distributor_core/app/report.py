@@ -70,10 +70,12 @@ class ActionReport:
         return data
 
     def text_line(self, dry_run: bool) -> str:
+        """``path`` is the source bundle path, ``destination_path`` the bundle path inside the
+        destination root (``.`` for the root itself), as ``bundle_path``/``destination_path`` in JSON."""
         return (
             f"Action: pipeline={self.pipeline_id} destination={self.destination_id} backend={self.backend} "
-            f"path={lp.display_path(self.bundle_path)} action={self.action or 'none'} status={self.status} "
-            f"dry_run={'true' if dry_run else 'false'}"
+            f"path={lp.display_path(self.bundle_path)} destination_path={lp.display_path(self.destination_path)} "
+            f"action={self.action or 'none'} status={self.status} dry_run={'true' if dry_run else 'false'}"
         )
 
 

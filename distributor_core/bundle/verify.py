@@ -35,6 +35,10 @@ def size_mismatch(path: str, actual: int, expected: int) -> BundleValidationErro
     return BundleValidationError(f"file {path} size {actual} does not match manifest size {expected}")
 
 
+def sha256_mismatch(path: str, actual: str, expected: str) -> BundleValidationError:
+    return BundleValidationError(f"file {path} sha256 {actual} does not match manifest sha256 {expected}")
+
+
 def check_size(record: ManifestFile, actual: int) -> None:
     if actual != record.size:
         raise size_mismatch(record.path, actual, record.size)
@@ -47,6 +51,4 @@ def check_content(
     size, digest = digest_chunks(chunks, progress)
     check_size(record, size)
     if digest != record.sha256:
-        raise BundleValidationError(
-            f"file {record.path} sha256 {digest} does not match manifest sha256 {record.sha256}"
-        )
+        raise sha256_mismatch(record.path, digest, record.sha256)

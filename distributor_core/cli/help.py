@@ -6,6 +6,10 @@ from distributor_core.cli.parsing import command_flags
 from distributor_core.cli.spec import Command
 
 ROOT_INTRO = "distributor publishes validated source bundles to local, SFTP and S3 destinations."
+FLAG_FORMS = (
+    "Flags take one or two dashes and their value after = or as the next argument\n"
+    "(-config c.yml, --config=c.yml); a switch alone means true, or takes =true / =false."
+)
 
 
 def _columns(rows: list[tuple[str, str]], indent: str = "  ", width: int = 16) -> list[str]:
@@ -31,6 +35,7 @@ def root_help(commands: tuple[Command, ...]) -> str:
         *_columns([(c.name, c.summary) for c in commands]),
         "",
         'Run "distributor <command> --help" for the flags of a command.',
+        FLAG_FORMS,
         "Exit codes: 0 success, 1 failure, 2 usage error.",
     ]
     return "\n".join(lines) + "\n"
@@ -50,4 +55,6 @@ def command_help(command: Command, full_name: str) -> str:
         rows.append((name, text))
     rows.append(("-h, --help", "show this help"))
     lines += ["", "Flags:", *_columns(rows, width=24)]
+    if len(rows) > 1:
+        lines += ["", FLAG_FORMS]
     return "\n".join(lines) + "\n"

@@ -7,9 +7,9 @@ flags → positional arguments → ``--format``) before ``run`` sees an :class:`
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from distributor_core.cli.errors import UsageError
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Flag:
-    """A ``--name`` flag. Without ``metavar`` it is a boolean switch; ``repeat`` collects every
-    occurrence in order into a list."""
+    """A ``--name`` flag (also accepted as ``-name``, Go style). Without ``metavar`` it is a boolean
+    switch; ``repeat`` collects every occurrence in order into a list."""
 
     name: str
     help: str
@@ -29,8 +29,13 @@ class Flag:
     repeat: bool = False
 
     @property
+    def key(self) -> str:
+        """The name without dashes, as it is matched on the command line."""
+        return self.name.lstrip("-")
+
+    @property
     def dest(self) -> str:
-        return self.name.lstrip("-").replace("-", "_")
+        return self.key.replace("-", "_")
 
     @property
     def is_switch(self) -> bool:
@@ -52,7 +57,7 @@ class Invocation:
     ``None``) and the output helpers bound to the chosen format."""
 
     command: str
-    args: argparse.Namespace
+    args: SimpleNamespace
     positional: str | None
     out: Output
 

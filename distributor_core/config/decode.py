@@ -5,7 +5,9 @@ Walks the document in file order and reports, for every key, what is wrong with 
 - ``<path>: unknown field`` for a key the config does not know at that level;
 - ``<ctx>.<field> is not supported for <backend> backend`` for a key that belongs to another
   backend than the one a source or destination names (this wins over "unknown field");
-- ``<path> must be a boolean`` / ``an integer`` / ``a string`` / ``a list`` / ``a mapping``;
+- ``<path> must be a boolean`` / ``an integer`` / ``a string`` / ``a list`` / ``a mapping``
+  (a boolean field also takes the YAML 1.1 words yaml.v3 accepts there, ``yes``/``no``/``on``/
+  ``off``/``y``/``n`` in their lower, title and upper case forms: resolutions G2);
 - ``<path> must be a duration such as 24h`` and ``<path> must be a byte size such as 20MB``.
 
 Values come out converted (durations to ``timedelta``, byte sizes to ``int``, numbers given for
@@ -26,7 +28,7 @@ from distributor_core.config.fields import (
     Field,
     Kind,
 )
-from distributor_core.config.loader import YamlFloat, YamlInt
+from distributor_core.config.loader import YAML11_BOOLEANS, YamlFloat, YamlInt
 from distributor_core.config.units import ByteSizeError, DurationError, parse_byte_size, parse_duration
 
 _INVALID = object()
@@ -143,7 +145,9 @@ def _decode_scalar(value: Any, kind: Kind) -> Any:
         text = scalar_text(value)
         return _INVALID if text is None else text
     if kind is Kind.BOOLEAN:
-        return value if isinstance(value, bool) else _INVALID
+        if isinstance(value, bool):
+            return value
+        return YAML11_BOOLEANS.get(value, _INVALID) if type(value) is str else _INVALID
     if kind is Kind.INTEGER:
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
     if kind is Kind.DURATION:

@@ -1,4 +1,4 @@
-"""Strict YAML loading with YAML 1.2 core-schema semantics (interfaces §1.1).
+"""Strict YAML loading with YAML 1.2 core-schema semantics (interfaces §1.1, resolutions G2).
 
 PyYAML implements YAML 1.1, where ``yes``/``no``/``on``/``off`` are booleans, ``010`` is octal,
 ``2026-06-08`` is a timestamp and ``<<`` merges mappings. The config follows the YAML 1.2 core
@@ -6,6 +6,10 @@ schema instead: only ``true``/``false`` (any case form the spec lists) are boole
 ``null``/``~``/empty are null, integers are decimal, ``0o`` octal or ``0x`` hex, and everything
 else is a string. Duplicate mapping keys are an error naming the key and both lines. The stream
 must hold a single document.
+
+YAML 1.1 booleans are therefore strings here; the decoder turns them into booleans in fields
+typed boolean only (:data:`YAML11_BOOLEANS`), as the Go tool's yaml.v3 loader does, so a string
+field given ``yes`` keeps ``"yes"``.
 
 Numbers keep the text they were written with (:class:`YamlInt`, :class:`YamlFloat`), so a number
 supplied for a string field is taken as written (``version: 1.10`` stays ``"1.10"``).
@@ -38,6 +42,15 @@ _MAP = "tag:yaml.org,2002:map"
 _INT_DECIMAL = re.compile(r"[-+]?[0-9]+")
 _INT_OCTAL = re.compile(r"0o[0-7]+")
 _INT_HEX = re.compile(r"0x[0-9a-fA-F]+")
+
+
+#: The YAML 1.1 spellings yaml.v3 decodes into a typed bool field (its ``decoder.scalar``), and only
+#: there. Like yaml.v3 this works quoted too (``"yes"``), because the value is the string either way;
+#: a quoted ``"true"`` stays a string and is not a boolean, also as in yaml.v3.
+YAML11_BOOLEANS = {
+    "y": True, "Y": True, "yes": True, "Yes": True, "YES": True, "on": True, "On": True, "ON": True,
+    "n": False, "N": False, "no": False, "No": False, "NO": False, "off": False, "Off": False, "OFF": False,
+}  # fmt: skip
 
 
 class YamlInt(int):

@@ -4,8 +4,9 @@ Generated from the same field table the strict decoder uses (``fields.py``), so 
 the keys the loader accepts. Backend fields are inline: a source or destination allows the keys
 of the backend its ``backend`` names, expressed with ``if``/``then`` branches.
 
-The schema describes the documented form. The loader is a little more lenient in two ways the
-schema does not mirror: a ``null`` value means "absent", and a number written for a string field
+The schema describes the documented form, including the YAML 1.1 words boolean fields accept
+(``yes``/``no``/``on``/``off``/``y``/``n``, resolutions G2). The loader is a little more lenient in two
+ways the schema does not mirror: a ``null`` value means "absent", and a number written for a string field
 is taken as its text. Rules between fields (ids unique, upload tokens referencing upload
 pipelines, retention needing a policy when enabled, ...) are checked by the loader only.
 """
@@ -22,12 +23,18 @@ from distributor_core.config.fields import (
     Field,
     Kind,
 )
+from distributor_core.config.loader import YAML11_BOOLEANS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
 BYTE_SIZE_PATTERN = r"^[0-9]+( ?([bB]|[kKmMgGtT][iI]?[bB]))?$"
 
 _DEFS = {
+    "boolean": {
+        "anyOf": [{"type": "boolean"}, {"enum": list(YAML11_BOOLEANS)}],
+        "description": "true or false; the YAML 1.1 words yes/no, on/off, y/n (lower, Title or UPPER case) "
+        "are accepted in boolean fields, as by the Go tool's loader",
+    },
     "duration": {
         "type": "string",
         "pattern": DURATION_PATTERN,
@@ -91,7 +98,7 @@ def _field(spec: Field) -> dict[str, Any]:
         if spec.pattern:
             result["pattern"] = f"^{spec.pattern}$"
     elif kind is Kind.BOOLEAN:
-        result = {"type": "boolean"}
+        result = {"$ref": "#/$defs/boolean"}
     elif kind is Kind.INTEGER:
         result = {"type": "integer"}
         if spec.minimum is not None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,20 @@ class TTYStream(io.StringIO):
 
 
 Runner = Callable[..., Result]
+
+REPO = Path(__file__).resolve().parents[2]
+#: the installed ``distributor`` console script of this environment
+SCRIPT = Path(sys.executable).parent / "distributor"
+
+
+def run_script(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console script in a subprocess (``env`` is added to this environment)."""
+    environment = {**os.environ, **env} if env else None
+    return subprocess.run(
+        [str(SCRIPT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.fixture

@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from distributor_core import __version__
+from tests.cli.conftest import REPO, SCRIPT
+from tests.cli.conftest import run_script as run
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = Path(sys.executable).parent / "distributor"
 EXAMPLE = REPO / "examples" / "source-bundle"
-
-
-def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_script_is_installed() -> None:

@@ -105,20 +105,34 @@ def test_version_json_envelope(cli: Runner, argv: list[str]) -> None:
         (["version", "--format="], "distributor: format must be text or json\n"),
         (["version", "extra"], "distributor: version does not accept positional arguments\n"),
         (["version", "extra", "--format", "xml"], "distributor: version does not accept positional arguments\n"),
-        (["version", "--bogus"], "distributor: version: unknown flag --bogus\n"),
-        (["version", "--bogus=1", "extra"], "distributor: version: unknown flag --bogus\n"),
-        (["version", "--form", "json"], "distributor: version: unknown flag --form\n"),
-        (["version", "-x"], "distributor: version: unknown flag -x\n"),
-        (["version", "--format"], "distributor: version: flag needs an argument: --format\n"),
+        # Go flag package texts (issue 15 item 3): names shown with one dash whatever was typed
+        (["version", "--bogus"], "distributor: version: flag provided but not defined: -bogus\n"),
+        (["version", "-bogus"], "distributor: version: flag provided but not defined: -bogus\n"),
+        (["version", "--bogus=1", "extra"], "distributor: version: flag provided but not defined: -bogus\n"),
+        (["version", "--form", "json"], "distributor: version: flag provided but not defined: -form\n"),
+        (["version", "-x"], "distributor: version: flag provided but not defined: -x\n"),
+        (["version", "--format"], "distributor: version: flag needs an argument: -format\n"),
+        (["version", "-format"], "distributor: version: flag needs an argument: -format\n"),
+        (["version", "---format", "json"], "distributor: version: bad flag syntax: ---format\n"),
+        (["version", "-=json"], "distributor: version: bad flag syntax: -=json\n"),
+        # Go stops at the first positional argument of a command that takes none
+        (["version", "extra", "--bogus"], "distributor: version does not accept positional arguments\n"),
         (
             ["manifest", "create", "--scan=yes", "d"],
-            "distributor: manifest create: flag --scan does not take a value\n",
+            'distributor: manifest create: invalid boolean value "yes" for -scan: parse error\n',
+        ),
+        (
+            ["manifest", "create", "-overwrite=", "d"],
+            'distributor: manifest create: invalid boolean value "" for -overwrite: parse error\n',
         ),
         (["manifest"], "distributor: manifest requires a subcommand: create\n"),
         (["manifest", "build"], 'distributor: manifest: unknown subcommand "build" (want create)\n'),
         (["config"], "distributor: config requires a subcommand: schema\n"),
         (["config", "schema", "extra"], "distributor: config schema does not accept positional arguments\n"),
-        (["config", "schema", "--format", "json"], "distributor: config schema: unknown flag --format\n"),
+        (
+            ["config", "schema", "--format", "json"],
+            "distributor: config schema: flag provided but not defined: -format\n",
+        ),
     ],
 )
 def test_usage_errors(cli: Runner, argv: list[str], stderr: str) -> None:

@@ -17,10 +17,11 @@ def test_inspect_bundle_text(cli: Runner, tmp_path: Path) -> None:
     assert lines[0] == (
         f"Bundle: path={tmp_path / 'b'} id=reports.daily "
         "digest=sha256:099b205780d2b050024868399961b05731729a548d5d6329c7b06a6740dd75fe "
-        "created=2026-06-07T15:00:00Z files=2 size=24"
+        "created=2026-06-07T15:00:00Z files=2 size=24 valid=true"
     )
-    assert lines[1] == f"File: path=report.md size=16 sha256={file_digest(REPORT)}"
-    assert lines[2] == f"File: path=summary.txt size=8 sha256={file_digest(SUMMARY)}"
+    report, summary = file_digest(REPORT), file_digest(SUMMARY)
+    assert lines[1] == f"File: path=report.md size=16 sha256={report} actual_size=16 actual_sha256={report} ok=true"
+    assert lines[2] == f"File: path=summary.txt size=8 sha256={summary} actual_size=8 actual_sha256={summary} ok=true"
     assert len(lines) == 3
 
 
@@ -30,18 +31,16 @@ def test_inspect_bundle_json(cli: Runner, tmp_path: Path) -> None:
     doc = result.json()
     assert (result.code, doc["command"], doc["ok"]) == (0, "inspect", True)
     bundle = doc["result"]["bundles"][0]
-    assert list(bundle) == ["path", "id", "digest", "created", "file_count", "total_size", "manifest", "files"]
+    assert list(bundle) == [
+        "path", "id", "digest", "created", "file_count", "total_size", "valid", "manifest", "files",
+    ]
+    assert bundle["valid"] is True
     assert bundle["manifest"]["files"][0] == {"path": "report.md", "sha256": file_digest(REPORT), "size": 16}
-    assert bundle["files"][1] == {"path": "summary.txt", "size": 8, "sha256": file_digest(SUMMARY)}
+    assert bundle["files"][1] == {
+        "path": "summary.txt", "size": 8, "sha256": file_digest(SUMMARY),
+        "actual_size": 8, "actual_sha256": file_digest(SUMMARY), "ok": True,
+    }
     assert list(bundle["manifest"]) == ["schema_version", "id", "digest", "created", "files"]
-
-
-def test_inspect_does_not_hash_files(cli: Runner, tmp_path: Path) -> None:
-    make_bundle(tmp_path / "b")
-    (tmp_path / "b" / "report.md").write_bytes(b"changed after the manifest was written\n")
-    result = cli("inspect", str(tmp_path / "b"))
-    assert result.code == 0
-    assert "File: path=report.md size=16" in result.stdout
 
 
 def test_inspect_tree_with_invalid_manifest(cli: Runner, tree: Path) -> None:
@@ -50,11 +49,19 @@ def test_inspect_tree_with_invalid_manifest(cli: Runner, tree: Path) -> None:
     assert result.code == 1
     doc = result.json()
     assert doc["ok"] is False
+    changed = "file summary.txt size 16 does not match manifest size 8"
     assert doc["result"]["invalid"] == [
-        {"path": f"{tree}/daily-1", "error": "manifest is not valid JSON: trailing data"}
+        {"path": f"{tree}/broken", "error": changed},
+        {"path": f"{tree}/daily-1", "error": "manifest is not valid JSON: trailing data"},
     ]
-    assert [b["path"] for b in doc["result"]["bundles"]] == [f"{tree}/broken", f"{tree}/weekly/w23"]
-    assert result.stderr == f"distributor: invalid bundle {tree}/daily-1: manifest is not valid JSON: trailing data\n"
+    # a bundle whose manifest could be read is reported in full, with its verdict
+    bundles = doc["result"]["bundles"]
+    assert [(b["path"], b["valid"]) for b in bundles] == [(f"{tree}/broken", False), (f"{tree}/weekly/w23", True)]
+    assert bundles[0]["error"] == changed
+    assert result.stderr == (
+        f"distributor: invalid bundle {tree}/broken: {changed}\n"
+        f"distributor: invalid bundle {tree}/daily-1: manifest is not valid JSON: trailing data\n"
+    )
 
 
 def test_inspect_config_form(cli: Runner, tree: Path, tmp_path: Path) -> None:

@@ -154,7 +154,7 @@ def test_progress_on_terminal_only(cli: Runner, tmp_path: Path) -> None:
         (["p", "--bundle", "x"], "distributor: validate accepts either <path> or --config with --pipeline\n"),
         (["a", "b"], "distributor: validate accepts at most one <path>\n"),
         (["--format", "yaml", "p"], "distributor: format must be text or json\n"),
-        (["--config"], "distributor: validate: flag needs an argument: --config\n"),
+        (["--config"], "distributor: validate: flag needs an argument: -config\n"),
         (
             ["--config", "c.yml", "--pipeline", "reports", "--bundle", "/abs"],
             'distributor: validate: invalid --bundle "/abs": path must be relative\n',

@@ -377,7 +377,7 @@ def test_cross_backend_field_wins_over_unknown_field(source: str, destination: s
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (one_pipeline(destination="{id: a, backend: local, path: /a, publish: {source: yes}}"),
+        (one_pipeline(destination="{id: a, backend: local, path: /a, publish: {source: sure}}"),
          f"{D}.publish.source must be a boolean"),
         (one_pipeline(destination="{id: a, backend: s3, bucket: b, force_path_style: 'true'}"),
          f"{D}.force_path_style must be a boolean"),

@@ -59,6 +59,8 @@ def test_examples_exist() -> None:
                                  "credentials: {access_key_id_env: A, secret_access_key_env: B}}"),
         with_destination("retention: {prune: {enabled: true, older_than: 1h30m, keep_latest: 3}}"),
         "server: {http: {max_upload_size: 1048576, retention: 1.5h}}\n" + one_pipeline(),
+        with_destination("publish: {source: yes, html: On}, transform: {markdown_to_html: {enabled: Y}}"),
+        with_destination("retention: {prune: {enabled: off, keep_latest: 1}}"),
     ],
 )
 def test_valid_configs_pass_the_schema(text: str) -> None:
@@ -81,6 +83,8 @@ def test_valid_configs_pass_the_schema(text: str) -> None:
         one_pipeline(pipeline_id="'.hidden'"),
         one_pipeline(source="{backend: s3, bucket: b, credentials: {access_key_id_env: A}}"),
         "pipelines: []",
+        with_destination("retention: {prune: {enabled: yEs, keep_latest: 1}}"),
+        with_destination("publish: {source: 'true'}"),
         "upload_tokens: [{id: t, token: x, token_env: T, allow_pipelines: [reports]}]\n" + one_pipeline(),
     ],
 )

@@ -19,6 +19,7 @@ def yaml_error(text: str) -> list[str]:
 
 @pytest.mark.parametrize("word", ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF"])
 def test_yaml_11_booleans_are_strings(word: str) -> None:
+    # at the YAML level; the decoder makes them booleans in boolean fields only (resolutions G2)
     assert load_yaml_mapping(f"value: {word}") == {"value": word}
 
 

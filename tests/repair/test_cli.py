@@ -55,7 +55,7 @@ PRUNE_USAGE = [
      'prune: invalid bundle path "../a": path must not contain "." or ".." segments'),
     (["--config", "config.yml", *SELECT, "--dry-run", "--bundle", "a/.distributor.lock"],
      'prune: invalid bundle path "a/.distributor.lock": path must not use reserved name ".distributor.lock"'),
-    (["--config", "config.yml", *SELECT, "--dry-run", "--bogus"], "prune: unknown flag --bogus"),
+    (["--config", "config.yml", *SELECT, "--dry-run", "--bogus"], "prune: flag provided but not defined: -bogus"),
     ([*SELECT, "--format", "xml", "extra"], "prune does not accept positional arguments"),
     (["--dry-run", "--format", "xml"], "format must be text or json"),
 ]
@@ -78,7 +78,7 @@ RECONCILE_USAGE = [
      "reconcile-state accepts either --bundle or --all-bundles"),
     (
         ["--config", "config.yml", *SELECT, "--all-owners=yes"],
-        "reconcile-state: flag --all-owners does not take a value",
+        'reconcile-state: invalid boolean value "yes" for -all-owners: parse error',
     ),
 ]
 

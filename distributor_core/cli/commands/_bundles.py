@@ -182,8 +182,8 @@ def summary(path: str, manifest: Manifest) -> dict[str, Any]:
 BUNDLE_ERRORS = (BundleError, StorageError)
 
 
-def report_invalid(inv: Invocation, outcome: Outcome, path: str, exc: Exception) -> None:
-    message = str(exc)
+def report_invalid(inv: Invocation, outcome: Outcome, path: str, problem: Exception | str) -> None:
+    message = str(problem)
     outcome.invalid.append({"path": path, "error": message})
     inv.out.diagnostic(f"invalid bundle {path}: {message}")
 

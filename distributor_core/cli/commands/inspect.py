@@ -1,8 +1,9 @@
-"""``distributor inspect`` (interfaces §2.9): report manifests and file metadata, or the parsed
-``.distributor.json`` of a destination directory.
+"""``distributor inspect`` (interfaces §2.9, issue 15 item 5): report manifests and their files, or
+the parsed ``.distributor.json`` of a destination directory.
 
-Inspection reads manifests (strict parse plus manifest-only validation) without hashing files;
-``validate`` checks file contents.
+Every listed file is checked as ``validate`` checks it (streamed once, hashed), and its actual
+size and sha256 are reported next to the recorded ones. A bundle whose files do not match is
+invalid: one stderr line, ``ok: false`` in JSON, exit 1, with the full report still on stdout.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from distributor_core.bundle import MANIFEST_NAME, STATE_FILE_NAME, manifest_to_obj
+from distributor_core.bundle import MANIFEST_NAME, STATE_FILE_NAME, ManifestFile, manifest_to_obj
 from distributor_core.cli.commands import _bundles
 from distributor_core.cli.errors import CommandError
 from distributor_core.cli.spec import Command, Invocation, Positional
-from distributor_core.source import load_source_manifest
+from distributor_core.source import FileCheck, check_source_files, load_source_manifest
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 
@@ -33,13 +34,19 @@ def run(inv: Invocation) -> int:
             path = selection.show(bundle)
             try:
                 manifest = load_source_manifest(selection.storage, bundle)
+                with inv.out.progress(f"inspecting {path}", manifest.total_size) as progress:
+                    checks = check_source_files(selection.storage, bundle, manifest, progress=progress)
             except _bundles.BUNDLE_ERRORS as exc:
                 _bundles.report_invalid(inv, outcome, path, exc)
                 continue
+            error = next((check.error for check in checks if check.error is not None), None)
             result = _bundles.summary(path, manifest)
             result["total_size"] = manifest.total_size
+            result["valid"] = error is None
+            if error is not None:
+                result["error"] = error
             result["manifest"] = manifest_to_obj(manifest)
-            result["files"] = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files]
+            result["files"] = [_file_entry(record, check) for record, check in zip(manifest.files, checks, strict=True)]
             outcome.results.append(result)
             if not inv.out.json:
                 inv.out.record(
@@ -50,10 +57,26 @@ def run(inv: Invocation) -> int:
                     created=result["created"],
                     files=result["file_count"],
                     size=manifest.total_size,
+                    valid=error is None,
                 )
                 for item in result["files"]:
                     inv.out.record("File", **item)
+            if error is not None:
+                _bundles.report_invalid(inv, outcome, path, error)
     return _bundles.finish(inv, outcome)
+
+
+def _file_entry(record: ManifestFile, check: FileCheck) -> dict[str, Any]:
+    """Recorded size and sha256, then what the file actually is (omitted when it could not be
+    read), ``ok``, and the validation error when it is not."""
+    entry: dict[str, Any] = {"path": record.path, "size": record.size, "sha256": record.sha256}
+    if check.size is not None:
+        entry["actual_size"] = check.size
+        entry["actual_sha256"] = check.sha256
+    entry["ok"] = check.ok
+    if check.error is not None:
+        entry["error"] = check.error
+    return entry
 
 
 def _inspect_state(inv: Invocation, storage: Storage, root: Path | None) -> int:
@@ -123,8 +146,9 @@ COMMAND = Command(
         "inspect --config <path> --pipeline <id> [--bundle <path>] [--format text|json]",
     ),
     description=(
-        "Reports each manifest with its files (path, size, sha256). Manifests are parsed and\n"
-        "checked, file contents are not hashed (use validate for that). When <path> holds no\n"
+        "Reports each manifest with its files: the recorded size and sha256, and the actual ones\n"
+        "(every file is streamed and hashed, as validate does). A bundle whose files do not match\n"
+        "is still reported, with valid=false, and makes the exit status 1. When <path> holds no\n"
         f"bundle but a {STATE_FILE_NAME}, the parsed destination state is reported instead.\n\n"
         + _bundles.SELECTION_HELP
     ),
