@@ -55,7 +55,10 @@ class SlowBody:
                 data = b""
             if data is not None:
                 self.answer += data
-                if not data or b"\r\n\r\n" in self.answer:
+                if not data:
+                    break
+                if b"\r\n\r\n" in self.answer:
+                    self._read_rest()
                     break
             try:
                 self.sock.sendall(step)
@@ -63,6 +66,22 @@ class SlowBody:
                 break
         self.ended_at = time.monotonic()
         self.sock.close()
+
+    def _read_rest(self) -> None:
+        """The answer's body may come in a later segment than its head: read up to its length."""
+        head, _, body = self.answer.partition(b"\r\n\r\n")
+        length = next((int(value) for name, _, value in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+                       if name.strip().lower() == b"content-length"), None)
+        self.sock.settimeout(10)
+        while length is not None and len(body) < length:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                break
+            if not data:
+                break
+            body += data
+        self.answer = head + b"\r\n\r\n" + body
 
     @property
     def status(self) -> int | None:
