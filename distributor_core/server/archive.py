@@ -17,13 +17,17 @@ them: a subclass of ``TarInfo`` checks the header's size first) and the size of
 allowance per entry. ``extractall`` and tarfile filters are never used.
 
 After extraction the archive must hold exactly one root-level ``manifest.json`` and exactly the
-files it lists, and :func:`~distributor_core.bundle.validate_bundle` must pass.
+files it lists, and every listed file must match its size and sha256. Each file is hashed as it is
+written (this module created it, in a private tree, and nothing else writes there), so the check
+reads nothing again; a file that does not match is checked once more the way
+:func:`~distributor_core.bundle.validate_bundle` checks it, so the error is the one it gives.
 """
 
 from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import os
 import tarfile
 import zlib
@@ -31,7 +35,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distributor_core import paths as lp
-from distributor_core.bundle import MANIFEST_NAME, BundleError, Manifest, load_manifest, validate_bundle
+from distributor_core.bundle import (
+    DIGEST_PREFIX,
+    MANIFEST_NAME,
+    BundleError,
+    Manifest,
+    ManifestFile,
+    load_manifest,
+    validate_manifest,
+    verify,
+)
+from distributor_core.bundle.disk import iter_fd, open_regular
 from distributor_core.config import UploadLimits
 from distributor_core.jsonfmt import go_json_string
 
@@ -212,9 +226,11 @@ class _Extractor:
     """Creates files below ``root`` through directory descriptors, never following links.
 
     Directory entries are only recorded (checked for conflicts); a directory is created when a
-    file needs it, so empty or unlisted directories never reach the disk. The descriptors of the
-    directory chain of the last file stay open, so consecutive files of one directory cost one
-    open each, however deep it is.
+    file needs it, so empty or unlisted directories never reach the disk. A file's directory is
+    opened with one ``openat`` from the root once it exists (the tree is this module's own: every
+    directory in it was made by ``mkdir`` here and nothing in it is a link), and missing segments
+    are made one by one below the deepest existing one; the descriptor of the last file's
+    directory stays open, so consecutive files of one directory cost one open each.
     """
 
     def __init__(self, root: Path, limits: UploadLimits) -> None:
@@ -224,19 +240,22 @@ class _Extractor:
         #: every directory path named by an entry or implied as an ancestor of one
         self.implied: set[str] = set()
         self.files: dict[str, int] = {}
+        #: "sha256:<hex>" of each file, hashed as it was written
+        self.digests: dict[str, str] = {}
         self.explicit: set[str] = set()
         os.mkdir(root, 0o700)
         self.root_fd = os.open(root, _DIR_FLAGS)
-        #: (segment, descriptor) of the open directory chain below the root
-        self._chain: list[tuple[str, int]] = []
+        #: (relative path, descriptor) of the last file's directory below the root
+        self._last: tuple[str, int] | None = None
 
     def close(self) -> None:
-        self._trim(0)
+        self._forget()
         os.close(self.root_fd)
 
-    def _trim(self, keep: int) -> None:
-        while len(self._chain) > keep:
-            os.close(self._chain.pop()[1])
+    def _forget(self) -> None:
+        if self._last is not None:
+            os.close(self._last[1])
+            self._last = None
 
     def _claim_ancestors(self, name: str) -> None:
         """Record the ancestors of ``name``, deepest first, stopping at one already recorded (its
@@ -253,23 +272,32 @@ class _Extractor:
 
     def _open_dir(self, rel_dir: str) -> int:
         """A borrowed descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
-        segments = rel_dir.split("/") if rel_dir else []
-        common = 0
-        while common < len(self._chain) and common < len(segments) and self._chain[common][0] == segments[common]:
-            common += 1
-        self._trim(common)
-        fd = self._chain[-1][1] if self._chain else self.root_fd
-        for index in range(common, len(segments)):
-            segment = segments[index]
-            current = "/".join(segments[: index + 1])
-            if current not in self.dirs:
+        if not rel_dir:
+            return self.root_fd
+        if self._last is not None and self._last[0] == rel_dir:
+            return self._last[1]
+        self._forget()
+        segments = rel_dir.split("/")
+        existing = len(segments)
+        while existing and "/".join(segments[:existing]) not in self.dirs:
+            existing -= 1
+        fd = os.open("/".join(segments[:existing]), _DIR_FLAGS, dir_fd=self.root_fd) if existing else self.root_fd
+        try:
+            for index in range(existing, len(segments)):
                 if len(self.dirs) >= self.limits.max_entries:
                     raise ArchiveError(f"too many directories (more than {self.limits.max_entries}): "
                                        "server.http.limits.max_entries")
-                os.mkdir(segment, 0o700, dir_fd=fd)
-                self.dirs.add(current)
-            fd = os.open(segment, _DIR_FLAGS, dir_fd=fd)
-            self._chain.append((segment, fd))
+                os.mkdir(segments[index], 0o700, dir_fd=fd)
+                self.dirs.add("/".join(segments[: index + 1]))
+                child = os.open(segments[index], _DIR_FLAGS, dir_fd=fd)
+                if fd != self.root_fd:
+                    os.close(fd)
+                fd = child
+        except BaseException:
+            if fd != self.root_fd:
+                os.close(fd)
+            raise
+        self._last = (rel_dir, fd)
         return fd
 
     def add_dir(self, name: str) -> None:
@@ -286,12 +314,14 @@ class _Extractor:
         dir_fd = self._open_dir(parent)
         fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
         self.files[name] = size
+        hasher = hashlib.sha256()
         try:
             written = 0
             while source is not None and written < size:
                 chunk = _read_member(source, min(CHUNK, size - written))
                 if not chunk:
                     raise ArchiveError(f"{_entry(name)} is truncated")
+                hasher.update(chunk)
                 view = memoryview(chunk)
                 while view:
                     count = os.write(fd, view)
@@ -299,6 +329,7 @@ class _Extractor:
                 written += len(chunk)
             if written != size:
                 raise ArchiveError(f"{_entry(name)} is truncated")
+            self.digests[name] = DIGEST_PREFIX + hasher.hexdigest()
         finally:
             os.close(fd)
 
@@ -441,7 +472,23 @@ def _check_bundle(root: Path, extractor: _Extractor) -> Manifest:
         if path not in extractor.files:
             raise ArchiveError(f"listed file {go_json_string(path)} is missing")
     try:
-        validate_bundle(root, manifest)
+        validate_manifest(manifest)
+        for record in manifest.files:
+            if extractor.files[record.path] != record.size or extractor.digests.get(record.path) != record.sha256:
+                _recheck(root, record)  # raises the error validate_bundle gives for it
     except BundleError as exc:
         raise InvalidBundleError(str(exc)) from None
     return manifest
+
+
+def _recheck(root: Path, record: ManifestFile) -> None:
+    """Check one listed file from the disk as :func:`~distributor_core.bundle.validate_bundle`
+    does (same order, same errors)."""
+    fd, size = open_regular(root, record.path)
+    try:
+        verify.check_size(record, size)
+        verify.check_content(record, iter_fd(fd))
+    except OSError as exc:
+        raise verify.unreadable(record.path, exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
