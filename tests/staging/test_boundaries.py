@@ -52,6 +52,19 @@ def test_staging_and_server_import_no_dagster() -> None:
 def test_the_dagster_run_status_source_is_registered() -> None:
     from distributor_dagster.upload_status import DagsterRunLookup
 
-    assert isinstance(load_run_status_source("dagster"), DagsterRunLookup)
+    source = load_run_status_source("dagster")
+    assert isinstance(source.load(), DagsterRunLookup)
+    assert source.load() is source.load()
     with pytest.raises(ServerSetupError, match="no run status source is registered for publisher other"):
         load_run_status_source("other")
+
+
+def test_the_run_status_source_imports_dagster_on_first_use_only() -> None:
+    code = (
+        "import sys; from distributor_core.server.runstatus import load_run_status_source;"
+        "source = load_run_status_source('dagster');"
+        "before = 'dagster' in sys.modules; source.load(); print(before, 'dagster' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
