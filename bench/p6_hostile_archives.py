@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import tarfile
 import threading
@@ -44,13 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import common as c
+from bench.p6_serve_process import DISTRIBUTOR, ServeProcess, proc_cpu, proc_mib, reset_peak
 from tests.peers.process import free_port
 
 TOKEN_ENV = "BENCH_UPLOAD_TOKEN"
 PIPELINE = "bench.hostile"
 CREATED = "2026-06-03T12:00:00Z"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-DISTRIBUTOR = os.environ.get("BENCH_DISTRIBUTOR") or c.DISTRIBUTOR
 RSS_TARGET_MIB = 64.0
 CPU_TARGET_S = 1.0
 
@@ -242,64 +240,21 @@ SHAPES = [
 # ---------------------------------------------------------------------------- measuring
 
 
-def _proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
-
-
-def _proc_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
-def _reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-
-
-class _Server:
-    def __init__(self, work: Path, name: str) -> None:
-        self.token = secrets.token_urlsafe(24)
-        self.port = free_port()
-        self.dir = work / name
-        self.dir.mkdir(parents=True)
-        (self.dir / "staging").mkdir(mode=0o700)
-        config = self.dir / "distributor.yml"
-        config.write_text(json.dumps({
-            "server": {"http": {"bind": f"127.0.0.1:{self.port}", "staging_root": str(self.dir / "staging"),
-                                "queue_size": 64}},
-            "upload_tokens": [{"id": "bench", "token_env": TOKEN_ENV, "allow_pipelines": [PIPELINE]}],
-            "pipelines": [{"id": PIPELINE, "source": {"backend": "http_upload"},
-                           "destinations": [{"id": "local", "backend": "local", "path": str(self.dir / "out")}]}],
-        }))
-        self.proc = subprocess.Popen(
-            [DISTRIBUTOR, "serve", "--config", str(config), "--publisher", "dagster"],
-            env={**os.environ, TOKEN_ENV: self.token}, stdout=subprocess.DEVNULL,
-            stderr=open(self.dir / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
-        )
-        self.base = f"http://127.0.0.1:{self.port}"
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited {self.proc.returncode}: {(self.dir / 'serve.log').read_text()}")
-            try:
-                httpx.get(self.base + "/healthz", timeout=1.0)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+def _server(work: Path, name: str) -> ServeProcess:
+    """A fresh ``serve --publisher dagster`` (it only admits) with its own staging root."""
+    token = secrets.token_urlsafe(24)
+    directory = work / name
+    (directory / "staging").mkdir(parents=True, mode=0o700)
+    config = {
+        "server": {"http": {"bind": f"127.0.0.1:{free_port()}", "staging_root": str(directory / "staging"),
+                            "queue_size": 64}},
+        "upload_tokens": [{"id": "bench", "token_env": TOKEN_ENV, "allow_pipelines": [PIPELINE]}],
+        "pipelines": [{"id": PIPELINE, "source": {"backend": "http_upload"},
+                       "destinations": [{"id": "local", "backend": "local", "path": str(directory / "out")}]}],
+    }
+    server = ServeProcess(directory, config, {TOKEN_ENV: token}, "--publisher", "dagster")
+    server.token = token  # type: ignore[attr-defined]
+    return server
 
 
 def _send(base: str, token: str, archive: Path, at_once: int) -> tuple[list[int | str], float]:
@@ -367,16 +322,16 @@ def main() -> c.Report:
         report.notes.append(f"server: {DISTRIBUTOR}")
         for number, shape in enumerate(shapes):
             archive = built[shape.name.split(": ", 1)[1].removeprefix("16 x ")]
-            server = _Server(work, f"s{number:02d}")
+            server = _server(work, f"s{number:02d}")
             try:
                 time.sleep(0.5)
-                pid = server.proc.pid
-                idle = _proc_kib(pid, "VmRSS") / 1024
-                _reset_peak(pid)
-                cpu_before = _proc_cpu(pid)
+                pid = server.pid
+                idle = proc_mib(pid, "VmRSS")
+                reset_peak(pid)
+                cpu_before = proc_cpu(pid)
                 codes, wall = _send(server.base, server.token, archive, shape.at_once)
-                cpu = _proc_cpu(pid) - cpu_before
-                peak = _proc_kib(pid, "VmHWM") / 1024
+                cpu = proc_cpu(pid) - cpu_before
+                peak = proc_mib(pid, "VmHWM")
             finally:
                 server.stop()
                 c.discard(server.dir)

@@ -22,91 +22,47 @@ the same load can be measured before and after; the config uses only knobs that 
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import secrets
-import signal
 import socket
-import subprocess
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench import common as c
+from bench.p6_serve_process import DISTRIBUTOR, ServeProcess, proc_cpu, proc_mib, reset_peak
 from tests.peers.process import free_port
 
-DISTRIBUTOR = os.environ.get("BENCH_DISTRIBUTOR") or c.DISTRIBUTOR
 HONEST = 34
 LORIS = 16
 HEADS = 150
 SIZE = 256 * 1024
 TOKENS = {"loris": "BENCH_TOKEN_LORIS", "beta": "BENCH_TOKEN_BETA", "gamma": "BENCH_TOKEN_GAMMA"}
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def _proc_mib(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(key)
-
-
-class _Server:
-    def __init__(self, work: Path) -> None:
-        self.secrets = {name: secrets.token_urlsafe(24) for name in TOKENS}
-        self.port = free_port()
-        self.dir = work
-        (work / "staging").mkdir(parents=True, mode=0o700)
-        config = work / "distributor.yml"
-        config.write_text(json.dumps({
-            "server": {"http": {"bind": f"127.0.0.1:{self.port}", "staging_root": str(work / "staging"),
-                                "queue_size": 16, "max_concurrency": 2}},
-            "upload_tokens": [{"id": f"{name}-token", "token_env": env, "allow_pipelines": [name]}
-                              for name, env in TOKENS.items()],
-            "pipelines": [{"id": name, "source": {"backend": "http_upload"},
-                           "destinations": [{"id": "local", "backend": "local", "path": str(work / "out" / name)}]}
-                          for name in TOKENS],
-        }))
-        env = {**os.environ, **{TOKENS[name]: value for name, value in self.secrets.items()}}
-        self.proc = subprocess.Popen(
-            [DISTRIBUTOR, "serve", "--config", str(config)], env=env, stdout=subprocess.DEVNULL,
-            stderr=open(work / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
-        )
-        self.base = f"http://127.0.0.1:{self.port}"
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited {self.proc.returncode}: {(work / 'serve.log').read_text()}")
-            try:
-                httpx.get(self.base + "/healthz", timeout=1.0)
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+def _server(work: Path) -> ServeProcess:
+    """``serve`` (inline publisher) with three pipelines, one token each."""
+    tokens = {name: secrets.token_urlsafe(24) for name in TOKENS}
+    (work / "staging").mkdir(parents=True, mode=0o700)
+    config = {
+        "server": {"http": {"bind": f"127.0.0.1:{free_port()}", "staging_root": str(work / "staging"),
+                            "queue_size": 16, "max_concurrency": 2}},
+        "upload_tokens": [{"id": f"{name}-token", "token_env": env, "allow_pipelines": [name]}
+                          for name, env in TOKENS.items()],
+        "pipelines": [{"id": name, "source": {"backend": "http_upload"},
+                       "destinations": [{"id": "local", "backend": "local", "path": str(work / "out" / name)}]}
+                      for name in TOKENS],
+    }
+    server = ServeProcess(work, config, {TOKENS[name]: value for name, value in tokens.items()})
+    server.secrets = tokens  # type: ignore[attr-defined]
+    return server
 
 
 class _Loris:
     """One upload whose body arrives a byte every ``every`` seconds until the server answers."""
 
-    def __init__(self, server: _Server) -> None:
+    def __init__(self, server: ServeProcess) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port))
         self.sock.sendall(
             f"POST /v1/pipelines/loris/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.secrets['loris']}"
@@ -141,7 +97,7 @@ class _Loris:
         return line[1].decode() if len(line) > 1 else ("closed" if self.ended_at is not None else "held")
 
 
-def _half_heads(server: _Server) -> list[socket.socket]:
+def _half_heads(server: ServeProcess) -> list[socket.socket]:
     heads = []
     for _ in range(HEADS):
         sock = socket.create_connection(("127.0.0.1", server.port))
@@ -177,7 +133,7 @@ def _bundles(work: Path) -> list[Path]:
     return roots
 
 
-def _honest(server: _Server, roots: list[Path], begin: float) -> tuple[list[float], list[int], list[str]]:
+def _honest(server: ServeProcess, roots: list[Path], begin: float) -> tuple[list[float], list[int], list[str]]:
     import httpx
 
     from distributor_core.upload import RetryOptions, UploadClient
@@ -227,20 +183,20 @@ def main() -> c.Report:
         quiet = c.wait_for_quiet()
 
         # peer: the same honest uploads with nobody else connected
-        alone = _Server(work / "alone")
+        alone = _server(work / "alone")
         try:
             peer_lat, peer_attempts, peer_out = _honest(alone, roots, time.monotonic())
         finally:
             alone.stop()
 
-        server = _Server(work / "loaded")
+        server = _server(work / "loaded")
         stop = threading.Event()
         try:
-            pid = server.proc.pid
+            pid = server.pid
             time.sleep(0.5)
-            idle = _proc_mib(pid, "VmRSS")
-            Path(f"/proc/{pid}/clear_refs").write_text("5")
-            cpu_before = _proc_cpu(pid)
+            idle = proc_mib(pid, "VmRSS")
+            reset_peak(pid)
+            cpu_before = proc_cpu(pid)
             begin = time.monotonic()
             loris = [_Loris(server) for _ in range(LORIS)]
             loris_threads = [threading.Thread(target=s.run, args=(2.0, stop, begin)) for s in loris]
@@ -261,8 +217,8 @@ def main() -> c.Report:
             stop.set()
             for thread in loris_threads:
                 thread.join(10)
-            cpu = _proc_cpu(pid) - cpu_before
-            peak = _proc_mib(pid, "VmHWM")
+            cpu = proc_cpu(pid) - cpu_before
+            peak = proc_mib(pid, "VmHWM")
         finally:
             stop.set()
             server.stop()
