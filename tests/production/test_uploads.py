@@ -12,7 +12,7 @@ import dagster as dg
 import httpx
 import pytest
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.production.harness import (
     Deployment,
