@@ -198,6 +198,13 @@ class Storage(ABC):
             raise
         return True
 
+    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
+        """``stat(path)`` plus the sha256 of the whole content that the backend itself stored and
+        vouches for, as ``sha256:<hex>``, or ``None`` when it has none (then read the bytes to
+        know it). Only S3 has one (a ``ChecksumSHA256`` it verified at upload); the default is
+        a plain ``stat`` and ``None``."""
+        return self.stat(path), None
+
     def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """Whole content of a small file (state files, journals, locks)."""
         with self.open_read(path) as stream:
