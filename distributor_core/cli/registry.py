@@ -19,6 +19,7 @@ HELP_ORDER = (
     "version",
     "run",
     "reconcile-state",
+    "audit",
     "prune",
     "serve",
     "validate",
