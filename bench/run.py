@@ -23,6 +23,7 @@ SCENARIOS = {
     "P6": "bench.p6_serve_uploads",
     "P7": "bench.p7_upload_sensor",
     "P8": "bench.p8_s3_parallel",
+    "P11": "bench.p11_audit",
 }
 
 
