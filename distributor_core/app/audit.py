@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from distributor_core import paths as lp
 from distributor_core.app.audit_report import AuditReport
@@ -158,18 +160,10 @@ def audit_destination(
     bundle = check_bundle_selection(bundle_path, all_bundles)
     target = resolve_target(config_or_path, pipeline_id, destination_id, environment)
 
-    def one(path: str) -> AuditReport:
-        return audit_bundle(
-            target,
-            opened,
-            path,
-            all_owners=all_owners,
-            allow_unmanaged=allow_unmanaged,
-            walk_limit=walk_limit,
-            progress=progress,
-        )
-
+    options: dict[str, Any] = {"all_owners": all_owners, "allow_unmanaged": allow_unmanaged, "walk_limit": walk_limit,
+               "progress": progress}
     with destination_storage(target, dry_run=True, storage=storage) as opened:
+        one = partial(audit_bundle, target, opened, **options)
         if not all_bundles:
             return one(bundle)
         return run_bundle_set(target, opened, dry_run=True, one=one, discovery_limit=discovery_limit)
@@ -191,18 +185,11 @@ def audit_config(
     config = config_or_path if isinstance(config_or_path, Config) else load_config(config_or_path)
     env = environment or Environment.from_config(config)
 
-    def one(target: Target, storage: Storage, bundles: list[str]) -> BundleSetReport[AuditReport]:
-        def bundle(path: str) -> AuditReport:
-            return audit_bundle(
-                target,
-                storage,
-                path,
-                all_owners=all_owners,
-                allow_unmanaged=allow_unmanaged,
-                walk_limit=walk_limit,
-                progress=progress,
-            )
+    options: dict[str, Any] = {"all_owners": all_owners, "allow_unmanaged": allow_unmanaged, "walk_limit": walk_limit,
+               "progress": progress}
 
+    def one(target: Target, storage: Storage, bundles: list[str]) -> BundleSetReport[AuditReport]:
+        bundle = partial(audit_bundle, target, storage, **options)
         return run_bundle_set(target, storage, dry_run=True, one=bundle, discovery_limit=discovery_limit,
                               bundles=bundles)
 

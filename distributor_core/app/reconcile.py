@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
+from typing import Any
 
 from distributor_core import __version__
 from distributor_core import paths as lp
@@ -254,25 +256,19 @@ def reconcile_state(
             view = SourceView(target, source_storage)
         else:
             view, opened_source = open_source_view(target)
+    options: dict[str, Any] = {
+        "all_owners": all_owners,
+        "dry_run": dry_run,
+        "now": stamp,
+        "holder": holder,
+        "lock_wait": lock_wait,
+        "walk_limit": walk_limit,
+        "audit": audit,
+        "on_bytes": on_bytes,
+    }
     try:
-
-        def one(path: str) -> ReconcileStateReport:
-            return reconcile_bundle(
-                target,
-                opened,
-                path,
-                all_owners=all_owners,
-                dry_run=dry_run,
-                now=stamp,
-                holder=holder,
-                lock_wait=lock_wait,
-                walk_limit=walk_limit,
-                audit=audit,
-                source=view,
-                on_bytes=on_bytes,
-            )
-
         with destination_storage(target, dry_run=dry_run, storage=storage) as opened:
+            one = partial(reconcile_bundle, target, opened, source=view, **options)
             if not all_bundles:
                 return one(bundle)
             bundles = _adopt_bundles(opened, view, discovery_limit=discovery_limit) if view is not None else None
@@ -309,30 +305,23 @@ def reconcile_config(
     With ``adopt``, destinations of ``http_upload`` pipelines fail (no source to plan from)."""
     config = config_or_path if isinstance(config_or_path, Config) else load_config(config_or_path)
     env = environment or Environment.from_config(config)
-    stamp = now if now is not None else now_seconds()
+    options: dict[str, Any] = {
+        "all_owners": all_owners,
+        "dry_run": dry_run,
+        "now": now if now is not None else now_seconds(),
+        "holder": holder,
+        "lock_wait": lock_wait,
+        "walk_limit": walk_limit,
+        "audit": audit,
+        "on_bytes": on_bytes,
+    }
 
     def one(target: Target, storage: Storage, bundles: list[str]) -> BundleSetReport[ReconcileStateReport]:
         view, source = open_source_view(target) if adopt else (None, None)
         try:
             if view is not None:
                 bundles = sorted(set(bundles) | set(view.bundle_paths()))
-
-            def bundle(path: str) -> ReconcileStateReport:
-                return reconcile_bundle(
-                    target,
-                    storage,
-                    path,
-                    all_owners=all_owners,
-                    dry_run=dry_run,
-                    now=stamp,
-                    holder=holder,
-                    lock_wait=lock_wait,
-                    walk_limit=walk_limit,
-                    audit=audit,
-                    source=view,
-                    on_bytes=on_bytes,
-                )
-
+            bundle = partial(reconcile_bundle, target, storage, source=view, **options)
             return run_bundle_set(
                 target, storage, dry_run=dry_run, one=bundle, discovery_limit=discovery_limit, bundles=bundles
             )
