@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributor_core.app.output_check import OK, STATUSES, OutputCheck
-from distributor_core.app.repair_report import ReportExtras, ReportHeader
+from distributor_core.app.repair_report import ReportExtras, ReportHeader, scope_dict
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.state import OwnerScope
 
@@ -89,14 +89,11 @@ class AuditReport(ReportExtras, ReportHeader):
         return ", ".join(parts)
 
     def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
-        scope: dict[str, Any] = self.owner_scope.to_dict()
-        if self.all_owners:
-            scope["all_owners"] = True
         data = self._head(with_bundle_path=with_bundle_path)
         data.update(
             {
                 "state_schema": self.state_schema,
-                "owner_scope": scope,
+                "owner_scope": scope_dict(self.owner_scope, all_owners=self.all_owners),
                 "status": self.status,
                 "checked_count": self.checked_count,
                 "counts": self.counts,

@@ -32,6 +32,14 @@ def flag_text(value: bool) -> str:
     return "true" if value else "false"
 
 
+def scope_dict(scope: OwnerScope, *, all_owners: bool) -> dict[str, Any]:
+    """``owner_scope`` of a report: the selection, ``all_owners: true`` only when set."""
+    data: dict[str, Any] = scope.to_dict()
+    if all_owners:
+        data["all_owners"] = True
+    return data
+
+
 def status_label(changed: bool, would_change: bool) -> str:
     """``changed`` if changed, else ``would_change`` if it would, else ``unchanged``."""
     if changed:
@@ -140,14 +148,11 @@ class ReconcileStateReport(ReportExtras, ReportHeader):
         return list(self.adoption.adopted) if self.adoption is not None else []
 
     def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
-        scope: dict[str, Any] = self.owner_scope.to_dict()
-        if self.all_owners:
-            scope["all_owners"] = True
         data = self._head(with_bundle_path=with_bundle_path)
         data.update(
             {
                 "state_schema": self.state_schema,
-                "owner_scope": scope,
+                "owner_scope": scope_dict(self.owner_scope, all_owners=self.all_owners),
                 "checked_count": self.checked_count,
                 "missing_managed_outputs": [item.to_dict() for item in self.missing_managed_outputs],
             }
