@@ -40,7 +40,17 @@ from typing import Any
 
 from distributor_core import __version__
 from distributor_core import paths as lp
-from distributor_core.app.output_check import MISSING, OK, OutputCheck, check_file
+from distributor_core.app.output_check import (
+    DIGEST_MISMATCH,
+    MISSING,
+    NOT_A_FILE,
+    OK,
+    READ,
+    SIZE_MISMATCH,
+    BytesCallback,
+    OutputCheck,
+    check_file,
+)
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.selection import Target
 from distributor_core.app.unmanaged import UnmanagedEntry
@@ -70,6 +80,9 @@ from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.factory import open_source_storage
 from distributor_core.timefmt import format_precise, truncate_seconds
+
+#: a planned output whose file matched but changed while it was read (never adopted)
+CHANGED = "changed"
 
 
 class AdoptError(ValueError):
@@ -244,9 +257,7 @@ def plan_adoption(document: StateDocument | None, scope: OwnerScope, source: Sou
             owners = {output.path: output.scope for output in document.outputs}
             taken = [output.path for output in source.outputs if output.path in owners]
             if taken:
-                return AdoptionPlan(
-                    (), True, f"planned output {taken[0]} is recorded for {owners[taken[0]]}"
-                )
+                return AdoptionPlan((), True, f"planned output {taken[0]} is recorded for {owners[taken[0]]}")
             return AdoptionPlan(unrecorded, True)
         recorded = owner.manifest
     if not manifests_equal(recorded, source.manifest):
@@ -263,17 +274,22 @@ def plan_adoption(document: StateDocument | None, scope: OwnerScope, source: Sou
 def _refusal(check: OutputCheck) -> str:
     if check.status == MISSING:
         return "planned output is missing"
-    if check.status == "not_a_file":
+    if check.status == NOT_A_FILE:
         return f"planned output path holds a {check.entry_type or 'non-file'}, not a regular file"
-    if check.status == "size_mismatch":
+    if check.status == SIZE_MISMATCH:
         return f"size {check.actual_size} differs from the planned {check.size}"
-    if check.status == "digest_mismatch":
+    if check.status == DIGEST_MISMATCH:
         return f"sha256 {check.actual_sha256} differs from the planned {check.sha256}"
     return "changed while it was read"
 
 
 def check_candidates(
-    storage: Storage, bundle_path: str, plan: AdoptionPlan, source: SourcePlan, *, on_bytes: Any = None
+    storage: Storage,
+    bundle_path: str,
+    plan: AdoptionPlan,
+    source: SourcePlan,
+    *,
+    on_bytes: BytesCallback | None = None,
 ) -> Adoption:
     """Read the candidates' files and decide what is adopted (storage reads only)."""
     adoption = Adoption(
@@ -284,15 +300,13 @@ def check_candidates(
         creates_state=plan.complete_required and not plan.reason,
     )
     if plan.reason:
-        adoption.creates_state = False
         return adoption
     matched: list[AdoptedOutput] = []
     for output in plan.candidates:
         target = lp.join(bundle_path, output.path)
-        check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256,
-                           on_bytes=on_bytes)
-        if check.status == OK and check.checked_by == "read" and not _unchanged(storage, target, check):
-            check = dataclasses.replace(check, status="changed")
+        check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256, on_bytes=on_bytes)
+        if check.status == OK and check.checked_by == READ and not _unchanged(storage, target, check):
+            check = dataclasses.replace(check, status=CHANGED)
         if check.status == OK:
             matched.append(AdoptedOutput(output.path, output.kind, output.size, output.sha256, check.checked_by))
         else:
@@ -359,8 +373,9 @@ def adopt_into(
     )
     if document is None:
         if source.state_mode == "shared_root":
-            base = SharedRootState(created_at=stamp, updated_at=stamp, owners=(), outputs=(),
-                                   distributor_version=version)
+            base = SharedRootState(
+                created_at=stamp, updated_at=stamp, owners=(), outputs=(), distributor_version=version
+            )
             records = project_shared_outputs(planned, (), scope=scope, manifest=source.manifest, now=stamp)
             return replace_owner_outputs(base, owner, records)
         return SingleOwnerState(
@@ -386,4 +401,3 @@ def adopt_into(
     if document.owner(scope) is None:
         return dataclasses.replace(replace_owner_outputs(document, owner, shared), updated_at=stamp)
     return dataclasses.replace(document, outputs=(*document.outputs, *shared), updated_at=stamp)
-

@@ -160,8 +160,12 @@ def audit_destination(
     bundle = check_bundle_selection(bundle_path, all_bundles)
     target = resolve_target(config_or_path, pipeline_id, destination_id, environment)
 
-    options: dict[str, Any] = {"all_owners": all_owners, "allow_unmanaged": allow_unmanaged, "walk_limit": walk_limit,
-               "progress": progress}
+    options: dict[str, Any] = {
+        "all_owners": all_owners,
+        "allow_unmanaged": allow_unmanaged,
+        "walk_limit": walk_limit,
+        "progress": progress,
+    }
     with destination_storage(target, dry_run=True, storage=storage) as opened:
         one = partial(audit_bundle, target, opened, **options)
         if not all_bundles:
@@ -185,13 +189,18 @@ def audit_config(
     config = config_or_path if isinstance(config_or_path, Config) else load_config(config_or_path)
     env = environment or Environment.from_config(config)
 
-    options: dict[str, Any] = {"all_owners": all_owners, "allow_unmanaged": allow_unmanaged, "walk_limit": walk_limit,
-               "progress": progress}
+    options: dict[str, Any] = {
+        "all_owners": all_owners,
+        "allow_unmanaged": allow_unmanaged,
+        "walk_limit": walk_limit,
+        "progress": progress,
+    }
 
     def one(target: Target, storage: Storage, bundles: list[str]) -> BundleSetReport[AuditReport]:
         bundle = partial(audit_bundle, target, storage, **options)
-        return run_bundle_set(target, storage, dry_run=True, one=bundle, discovery_limit=discovery_limit,
-                              bundles=bundles)
+        return run_bundle_set(
+            target, storage, dry_run=True, one=bundle, discovery_limit=discovery_limit, bundles=bundles
+        )
 
     return walk_config(config, env, dry_run=True, one=one, discovery_limit=discovery_limit)
 

@@ -25,14 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributor_core.app.output_check import OK, STATUSES, OutputCheck
-from distributor_core.app.repair_report import ReportExtras, ReportHeader, scope_dict
+from distributor_core.app.repair_report import ReportExtras, ReportHeader, fields_line, scope_dict
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.state import OwnerScope
-
-
-def fields_line(label: str, fields: dict[str, Any]) -> str:
-    """``<Label>: k=v k=v`` with values unquoted (Go ``%s``), like every repair report line."""
-    return f"{label}: " + " ".join(f"{key}={value}" for key, value in fields.items())
 
 
 @dataclass
@@ -124,4 +119,3 @@ class AuditReport(ReportExtras, ReportHeader):
         )
         lines.extend(self._extra_lines(self))
         return lines
-

@@ -147,7 +147,6 @@ def state_bundles(target: Target, storage: Storage, *, discovery_limit: int) -> 
 
 
 OneDestination = Callable[[Target, Storage, list[str]], BundleSetReport[R]]
-BundlesOf = Callable[[Target, Storage], list[str]]
 
 
 def walk_config(
@@ -157,7 +156,6 @@ def walk_config(
     dry_run: bool,
     one: OneDestination[R],
     discovery_limit: int,
-    bundles_of: BundlesOf | None = None,
 ) -> ConfigSetReport[R]:
     """Run ``one(target, storage, bundle paths)`` for every destination, in config order."""
     report: ConfigSetReport[R] = ConfigSetReport(dry_run)
@@ -170,10 +168,7 @@ def walk_config(
             report.destinations.append(section)
             try:
                 with destination_storage(target, dry_run=dry_run) as storage:
-                    if bundles_of is not None:
-                        bundles = bundles_of(target, storage)
-                    else:
-                        bundles = state_bundles(target, storage, discovery_limit=discovery_limit)
+                    bundles = state_bundles(target, storage, discovery_limit=discovery_limit)
                     section.report = one(target, storage, bundles)
             except Exception as exc:  # one destination's failure never stops the others
                 section.error = _one_line(exc)

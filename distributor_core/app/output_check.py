@@ -105,9 +105,7 @@ class OutputCheck:
         return fields
 
 
-def outputs_in_scope(
-    document: StateDocument, scope: OwnerScope, *, all_owners: bool
-) -> tuple[AnyOutputRecord, ...]:
+def outputs_in_scope(document: StateDocument, scope: OwnerScope, *, all_owners: bool) -> tuple[AnyOutputRecord, ...]:
     """The recorded outputs a repair or audit of ``scope`` looks at: single-owner state must
     belong to ``scope`` (``state owner is <sp>/<sd>, not <p>/<d>``) and gives all its outputs; a
     shared root gives ``scope``'s, or every owner's with ``all_owners``."""
@@ -172,9 +170,7 @@ def check_file(
         if on_bytes is not None:
             on_bytes(size)
         if stored != sha256:
-            return result(
-                DIGEST_MISMATCH, actual_sha256=stored, checked_by=STORED_CHECKSUM, revision=entry.revision
-            )
+            return result(DIGEST_MISMATCH, actual_sha256=stored, checked_by=STORED_CHECKSUM, revision=entry.revision)
         return result(OK, checked_by=STORED_CHECKSUM, revision=entry.revision)
     try:
         with storage.open_read(target) as stream:

@@ -17,12 +17,10 @@ state file, in one atomic step, so it needs no journal of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from distributor_core import __version__
 from distributor_core import paths as lp
 from distributor_core.app.adopt import (
     Adoption,
@@ -37,7 +35,7 @@ from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import ReportedError, destination_storage, run_bundle_set
 from distributor_core.app.config_walk import ConfigSetReport, walk_config
 from distributor_core.app.guard import LoadedState, enter_bundle, read_state
-from distributor_core.app.output_check import MISSING, check_outputs, outputs_in_scope
+from distributor_core.app.output_check import MISSING, BytesCallback, check_outputs, outputs_in_scope
 from distributor_core.app.repair_report import MissingOutput, ReconcileStateReport
 from distributor_core.app.selection import (
     DISCOVERY_WALK_LIMIT,
@@ -63,9 +61,6 @@ from distributor_core.state import (
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import now_seconds
-
-#: called with the bytes just verified by an ``audit`` repair (terminal progress)
-BytesCallback = Callable[[int], None]
 
 
 class ReconcileStateError(ReportedError):
@@ -160,17 +155,14 @@ def reconcile_bundle(
         repaired, changed = document, False
         dropped = [item.path for item in missing] + [item.path for item in mismatched]
         if document is not None and dropped:
-            repaired, changed = remove_missing_outputs(
-                document, dropped, scope=scope, all_owners=all_owners, now=stamp
-            )
+            repaired, changed = remove_missing_outputs(document, dropped, scope=scope, all_owners=all_owners, now=stamp)
         if source is not None:
             adoption = _adopt(storage, bundle_path, repaired, target, source, on_bytes=on_bytes)
             report.adoption = adoption
             report.unmanaged_entries = annotate_unmanaged(unmanaged, adoption)
             if adoption.adopted:
                 assert adoption.plan is not None
-                repaired = adopt_into(repaired, scope, adoption.plan, adoption.adopted, now=stamp,
-                                      version=__version__)
+                repaired = adopt_into(repaired, scope, adoption.plan, adoption.adopted, now=stamp)
                 changed = True
                 if document is None and repaired is not None:
                     report.state_schema = repaired.schema_version
@@ -197,16 +189,17 @@ def _adopt(
     plan = source.plan_for(bundle_path)
     if plan is None:
         return Adoption(reason=f"the source of pipeline {target.pipeline.id} has no bundle for this bundle path")
-    adoption = check_candidates(storage, bundle_path, plan_adoption(document, target.scope, plan), plan,
-                                on_bytes=on_bytes)
+    adoption = check_candidates(
+        storage, bundle_path, plan_adoption(document, target.scope, plan), plan, on_bytes=on_bytes
+    )
     adoption.plan = plan
     return adoption
 
 
-def _adopt_bundles(storage: Storage, source: SourceView, *, discovery_limit: int) -> list[str]:
-    """Bundle paths an ``all_bundles`` adoption works on: those with state and those the source
+def _with_source_bundles(bundles: list[str], source: SourceView) -> list[str]:
+    """Bundle paths an adoption over many works on: those with state and those the source
     publishes to (a copy that never had state can be adopted too)."""
-    return sorted(set(discover_state_bundles(storage, limit=discovery_limit)) | set(source.bundle_paths()))
+    return sorted(set(bundles) | set(source.bundle_paths()))
 
 
 def reconcile_state(
@@ -271,7 +264,9 @@ def reconcile_state(
             one = partial(reconcile_bundle, target, opened, source=view, **options)
             if not all_bundles:
                 return one(bundle)
-            bundles = _adopt_bundles(opened, view, discovery_limit=discovery_limit) if view is not None else None
+            bundles = None
+            if view is not None:
+                bundles = _with_source_bundles(discover_state_bundles(opened, limit=discovery_limit), view)
             report = run_bundle_set(
                 target, opened, dry_run=dry_run, one=one, discovery_limit=discovery_limit, bundles=bundles
             )
@@ -320,7 +315,7 @@ def reconcile_config(
         view, source = open_source_view(target) if adopt else (None, None)
         try:
             if view is not None:
-                bundles = sorted(set(bundles) | set(view.bundle_paths()))
+                bundles = _with_source_bundles(bundles, view)
             bundle = partial(reconcile_bundle, target, storage, source=view, **options)
             return run_bundle_set(
                 target, storage, dry_run=dry_run, one=bundle, discovery_limit=discovery_limit, bundles=bundles

@@ -32,6 +32,11 @@ def flag_text(value: bool) -> str:
     return "true" if value else "false"
 
 
+def fields_line(label: str, fields: dict[str, Any]) -> str:
+    """``<Label>: k=v k=v`` with values unquoted (Go ``%s``), like every repair report line."""
+    return f"{label}: " + " ".join(f"{key}={value}" for key, value in fields.items())
+
+
 def scope_dict(scope: OwnerScope, *, all_owners: bool) -> dict[str, Any]:
     """``owner_scope`` of a report: the selection, ``all_owners: true`` only when set."""
     data: dict[str, Any] = scope.to_dict()
@@ -190,12 +195,11 @@ class ReconcileStateReport(ReportExtras, ReportHeader):
 
     def text_lines(self, *, with_bundle: bool = False) -> list[str]:
         lines = [self.text_line(with_bundle=with_bundle)]
-        for item in self.mismatched_managed_outputs:
-            lines.append("Mismatched: " + " ".join(f"{k}={v}" for k, v in item.text_fields().items()))
-        for adopted in self.adopted_outputs:
-            lines.append(
-                f"Adopted: path={adopted.path} kind={adopted.kind} size={adopted.size} sha256={adopted.sha256}"
-            )
+        lines.extend(fields_line("Mismatched", item.text_fields()) for item in self.mismatched_managed_outputs)
+        lines.extend(
+            fields_line("Adopted", {"path": a.path, "kind": a.kind, "size": a.size, "sha256": a.sha256})
+            for a in self.adopted_outputs
+        )
         if self.adopt:
             for entry in self.unmanaged_entries:
                 lines.append(f"Unmanaged: path={entry.path} type={entry.type} reason={go_json_string(entry.reason)}")

@@ -304,31 +304,28 @@ def _sweep_crashes(tmp_path: Path, label: str, seed: Callable[[Dest], None], run
     before = _contents(clean)
     run(FaultInjectingStorage(clean.storage()))
     expected = _contents(clean)
-    probe = FaultInjectingStorage(make().storage())
-    run(probe)
     cases = 0
-    for op in OP_KINDS:
-        for n in range(1, probe.count(op) + 1):
-            for when in ("before", "after"):
-                dest = make()
-                storage = FaultInjectingStorage(dest.storage())
-                storage.fail(op, nth=n, error=Crash(), when=when)  # type: ignore[arg-type]
-                try:
-                    run(storage)
-                except Crash:
-                    pass
-                else:  # the call failed by itself (a stat of a missing file), so "after" never came
-                    assert _contents(dest) == expected, (label, op, n, when)
-                    continue
-                cases += 1
-                after = _contents(dest)
-                assert after.get(lp.STATE_FILE_NAME) in (before.get(lp.STATE_FILE_NAME), expected[lp.STATE_FILE_NAME])
-                assert {p: b for p, b in after.items() if not lp.is_reserved_path(p)} == {
-                    p: b for p, b in before.items() if not lp.is_reserved_path(p)
-                }, (label, op, n, when)
-                bury_lock(dest)
-                run(FaultInjectingStorage(dest.storage()))
+    for op, n in _crash_points(run, make):
+        for when in ("before", "after"):
+            dest = make()
+            storage = FaultInjectingStorage(dest.storage())
+            storage.fail(op, nth=n, error=Crash(), when=when)  # type: ignore[arg-type]
+            try:
+                run(storage)
+            except Crash:
+                pass
+            else:  # the call failed by itself (a stat of a missing file), so "after" never came
                 assert _contents(dest) == expected, (label, op, n, when)
+                continue
+            cases += 1
+            after = _contents(dest)
+            assert after.get(lp.STATE_FILE_NAME) in (before.get(lp.STATE_FILE_NAME), expected[lp.STATE_FILE_NAME])
+            assert {p: b for p, b in after.items() if not lp.is_reserved_path(p)} == {
+                p: b for p, b in before.items() if not lp.is_reserved_path(p)
+            }, (label, op, n, when)
+            bury_lock(dest)
+            run(FaultInjectingStorage(dest.storage()))
+            assert _contents(dest) == expected, (label, op, n, when)
     return cases
 
 

@@ -25,8 +25,9 @@ SELECTOR_FLAGS = (
 SELECTOR_OR_ALL_FLAGS = (
     SELECTOR_FLAGS[0],
     Flag("--pipeline", "pipeline id that selects the destination root (required unless --all)", metavar="<id>"),
-    Flag("--destination", "destination id that selects the destination root (required unless --all)",
-         metavar="<id>"),
+    Flag(
+        "--destination", "destination id that selects the destination root (required unless --all)", metavar="<id>"
+    ),
 )
 
 RepairReport = ReconcileStateReport | PruneReport | AuditReport | BundleSetReport | ConfigSetReport
@@ -74,9 +75,8 @@ def check_selection(inv: Invocation) -> str:
 class AuditProgressView:
     """``auditing <p>/<d> [<bundle>] <k>/<n> files`` with bytes, on a terminal only."""
 
-    def __init__(self, inv: Invocation, verb: str = "auditing") -> None:
+    def __init__(self, inv: Invocation) -> None:
         self.inv = inv
-        self.verb = verb
         self.enabled = inv.out.progress_enabled()
         self._bar: Progress | None = None
         self._key: tuple[str, str, str] | None = None
@@ -92,7 +92,7 @@ class AuditProgressView:
             self._bar = self.inv.out.progress("", event.bytes_total)
         assert self._bar is not None
         self._bar.label = (
-            f"{self.verb} {event.pipeline_id}/{event.destination_id} [{event.bundle_path or '.'}] "
+            f"auditing {event.pipeline_id}/{event.destination_id} [{event.bundle_path or '.'}] "
             f"{event.files_done}/{event.files_total} files"
         )
         self._bar.advance(event.bytes_done - self._bar.done)
