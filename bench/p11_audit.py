@@ -3,8 +3,12 @@
 Ours: ``distributor audit`` of the bundle path ``distributor run`` published (every recorded
 output re-read and hashed with sha256, state read, unmanaged walk) through the console script.
 Peer: ``rclone check --download`` of the same 8 files (the source's and the destination's data
-directories, byte-for-byte comparison of both sides), in the same run, alternating. Reference:
-one in-process read + sha256 pass over the 8 files on one thread (1 MiB reads).
+directories, byte-for-byte comparison of both sides), in the same run, alternating.
+
+References, measured in the same rounds: one in-process read + sha256 pass over the 8 files on
+one thread (1 MiB reads), and both commands over a bundle of one 1 KiB file (their fixed cost:
+start-up, config, state). CPU seconds (user + system, from the children's rusage) are printed
+next to the wall times: on a shared machine they move less than the wall.
 
 Target: wall <= 1.0x rclone check --download.
 """
@@ -12,7 +16,9 @@ Target: wall <= 1.0x rclone check --download.
 from __future__ import annotations
 
 import hashlib
+import resource
 import time
+from collections.abc import Callable
 
 from bench import common as c
 
@@ -36,36 +42,77 @@ def _single_pass(paths: list) -> float:
     return time.perf_counter() - start
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _with_cpu(cpu: list[float], command: Callable[[], c.Timed]) -> Callable[[], float]:
+    """``command``'s wall time; its CPU seconds are appended to ``cpu``."""
+
+    def measure() -> float:
+        before = _children_cpu()
+        wall = command().wall
+        cpu.append(_children_cpu() - before)
+        return wall
+
+    return measure
+
+
 def main() -> c.Report:
     work = c.workdir("p11")
     try:
         src = work / "src"
         bundle = src / "b1"
         c.make_bundle(bundle, [(f"data/part-{i:02d}.bin", SIZE) for i in range(FILES)])
+        c.make_bundle(src / "b0", [("data/small.bin", 1024)], bundle_id="bench.small")
         dst = work / "dst"
         config = c.write_config(work / "distributor.yml", src, [{"id": "local", "backend": "local", "path": str(dst)}])
         c.distributor_run(config)
-        audit = [c.DISTRIBUTOR, "audit", "--config", str(config), "--pipeline", "bench", "--destination", "local",
-                 "--bundle", "b1"]
-        check = ["check", "--download", str(bundle / "data"), str(dst / "b1" / "data")]
-        first = c.run_timed(audit)  # warms the page cache for everyone alike
+
+        def audit(bundle_path: str) -> list[str]:
+            return [
+                c.DISTRIBUTOR,
+                "audit",
+                "--config",
+                str(config),
+                "--pipeline",
+                "bench",
+                "--destination",
+                "local",
+                "--bundle",
+                bundle_path,
+            ]
+
+        def check(bundle_path: str) -> list[str]:
+            return ["check", "--download", str(src / bundle_path / "data"), str(dst / bundle_path / "data")]
+
+        first = c.run_timed(audit("b1"))  # warms the page cache for everyone alike
         if "status=ok checked=8 ok=8" not in first.stdout:
             raise RuntimeError(f"audit did not pass:\n{first.stdout}")
-        c.rclone(*check)
+        c.rclone(*check("b1"))
         files = sorted((dst / "b1" / "data").iterdir())
 
+        cpu: dict[str, list[float]] = {"ours": [], "rclone": [], "ours 1 KiB": [], "rclone 1 KiB": []}
         quiet = c.wait_for_quiet()
         samples = c.median_of(
             {
-                "ours": lambda: c.run_timed(audit).wall,
-                "rclone": lambda: c.rclone(*check).wall,
+                "ours": _with_cpu(cpu["ours"], lambda: c.run_timed(audit("b1"))),
+                "rclone": _with_cpu(cpu["rclone"], lambda: c.rclone(*check("b1"))),
                 "single pass": lambda: _single_pass(files),
+                "ours 1 KiB": _with_cpu(cpu["ours 1 KiB"], lambda: c.run_timed(audit("b0"))),
+                "rclone 1 KiB": _with_cpu(cpu["rclone 1 KiB"], lambda: c.rclone(*check("b0"))),
             }
         )
-        ours, rc, single = (c.best(samples[n]) for n in ("ours", "rclone", "single pass"))
+        ours, rc, single, ours_small, rc_small = (
+            c.best(samples[n]) for n in ("ours", "rclone", "single pass", "ours 1 KiB", "rclone 1 KiB")
+        )
         total = FILES * SIZE
         report = c.Report("P11", "audit 1 GiB (8 x 128 MiB) local destination")
         report.add("wall vs rclone check --download", ours, rc, "s", "<= 1.0x", ours <= rc, "rclone")
+        report.add(
+            "CPU (user+sys) vs rclone", c.best(cpu["ours"]), c.best(cpu["rclone"]), "s", "(reference)", None, "rclone"
+        )
         report.add(
             "throughput vs one-thread read+sha256 pass",
             total / ours / c.MIB,
@@ -75,12 +122,23 @@ def main() -> c.Report:
             None,
             "single pass",
         )
+        report.add("fixed cost: wall for one 1 KiB file", ours_small, rc_small, "s", "(reference)", None, "rclone")
+        report.add(
+            "fixed cost: CPU for one 1 KiB file",
+            c.best(cpu["ours 1 KiB"]),
+            c.best(cpu["rclone 1 KiB"]),
+            "s",
+            "(reference)",
+            None,
+            "rclone",
+        )
         c.add_samples(report, samples)
+        c.add_samples(report, cpu, unit="CPU s")
         report.notes.append(quiet)
         report.notes.append(
             "ours is the console script (startup, config, state, 8 files hashed on two threads, unmanaged "
-            "walk); rclone compares the source and destination bytes (2 GiB read); the single pass is an "
-            "in-process loop on one thread"
+            "walk); rclone compares the source and destination bytes (2 GiB read, no hashing); the single "
+            "pass is an in-process loop on one thread"
         )
         c.save(report)
         return report
