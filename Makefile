@@ -28,13 +28,16 @@ demo: install
 peers:
 	bash scripts/install-test-peers.sh
 
-## test: install the test extra and the test peers, then run the whole test suite
+## test: install the test extra and the test peers, then lint (ruff, import contracts) and run the whole test suite
 test: install-test peers
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+## lint: ruff and the architecture's import contracts (pyproject.toml [tool.importlinter])
 lint: install-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: install
 	$(PIP) install --quiet -e '.[bench]'

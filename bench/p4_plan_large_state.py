@@ -1,9 +1,10 @@
 """P4: plan against a ``.distributor.json`` with 100,000 outputs.
 
 A local destination holds the single-owner state a publication of a 100,000-file bundle wrote
-(the files themselves are not needed for planning and are not created). Ours: ``build_plan``,
-the function ``distributor run`` calls under the lock (stat + read of the state file, parse and
-full validation, comparison, outputs, the replace pre-check), for
+(the files themselves are not needed for planning and are not created). Ours:
+``execute.facts.build_plan``, the function ``distributor run`` calls under the lock (stat + read
+of the state file, parse and full validation, then ``plan.decide`` with the facts it asks for:
+comparison, outputs, the replace pre-check's listing), for
 
 * the same manifest again (``skip_same``: the usual re-run), and
 * a newer manifest of the same bundle (``replace_older``: state and manifest both walked).
@@ -40,7 +41,8 @@ def _manifest(created: datetime):
 
 
 def _request(manifest, source, destination):
-    from distributor_core.plan.model import DestinationPolicy, PlanRequest
+    from distributor_core.execute.request import PlanRequest
+    from distributor_core.plan.model import DestinationPolicy
 
     return PlanRequest(
         pipeline_id="bench",
@@ -65,8 +67,8 @@ def _best(fn, repeat: int) -> tuple[float, list[float]]:
 
 
 def main() -> c.Report:
+    from distributor_core.execute.facts import build_plan
     from distributor_core.execute.statebuild import build_state
-    from distributor_core.plan.planner import build_plan
     from distributor_core.state import marshal_state
     from distributor_core.storage.local import LocalStorage
 

@@ -45,13 +45,16 @@ class DestinationStatus:
 
     At most one of ``state`` / ``shared_root`` is set; ``state_error`` holds the parse or
     validation error text of an unusable state file; ``has_contents`` is true when a state file
-    was read, or when the bundle path holds anything else.
+    was read, or when the bundle path holds anything else. ``validated`` says the document has
+    passed full validation already (the parser validates what it returns), so comparison need
+    not run it again; a status built from a hand-made document leaves it false.
     """
 
     state: SingleOwnerState | None = None
     shared_root: SharedRootState | None = None
     state_error: str | None = None
     has_contents: bool = False
+    validated: bool = False
 
 
 UNMANAGED_REASON = "destination has content but no distributor state"
@@ -80,11 +83,14 @@ def compare_manifests(source: Manifest, recorded: Manifest) -> Comparison:
     )
 
 
-def _compare_single_owner_state(source: Manifest, scope: OwnerScope, state: SingleOwnerState) -> Comparison:
-    try:
-        validate_single_owner(state)
-    except StateError as exc:
-        return Comparison(Outcome.INVALID_STATE, str(exc))
+def _compare_single_owner_state(
+    source: Manifest, scope: OwnerScope, state: SingleOwnerState, *, validated: bool
+) -> Comparison:
+    if not validated:
+        try:
+            validate_single_owner(state)
+        except StateError as exc:
+            return Comparison(Outcome.INVALID_STATE, str(exc))
     if state.pipeline_id != scope.pipeline_id:
         return Comparison(
             Outcome.IDENTITY_MISMATCH,
@@ -116,7 +122,9 @@ def compare_single_owner(
         return Comparison(Outcome.IDENTITY_MISMATCH, SHARED_ROOT_MODE_MISMATCH_REASON)
     if status.state is None:
         return _no_state(status)
-    return _compare_single_owner_state(source, OwnerScope(pipeline_id, destination_id), status.state)
+    return _compare_single_owner_state(
+        source, OwnerScope(pipeline_id, destination_id), status.state, validated=status.validated
+    )
 
 
 def compare_shared_root_owner(source: Manifest, scope: OwnerScope, status: DestinationStatus) -> Comparison:
@@ -129,16 +137,17 @@ def compare_shared_root_owner(source: Manifest, scope: OwnerScope, status: Desti
     if status.state_error is not None:
         return Comparison(Outcome.INVALID_STATE, status.state_error)
     if status.shared_root is not None:
-        try:
-            validate_shared_root(status.shared_root)
-        except StateError as exc:
-            return Comparison(Outcome.INVALID_STATE, str(exc))
+        if not status.validated:
+            try:
+                validate_shared_root(status.shared_root)
+            except StateError as exc:
+                return Comparison(Outcome.INVALID_STATE, str(exc))
         owner = status.shared_root.owner(scope)
         if owner is None:
             return Comparison(Outcome.DESTINATION_ABSENT, f"destination owner {scope} is absent")
         return compare_manifests(source, owner.manifest)
     if status.state is not None:
-        return _compare_single_owner_state(source, scope, status.state)
+        return _compare_single_owner_state(source, scope, status.state, validated=status.validated)
     return _no_state(status)
 
 

@@ -23,7 +23,9 @@ _GO_ESCAPES = (
 _JSON_WHITESPACE = " \t\r\n"
 
 
-def _go_escape(encoded: str) -> str:
+def go_escape(encoded: str) -> str:
+    """Go's HTML-safe escapes applied to JSON text the standard encoder wrote (``ensure_ascii``
+    off): ``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\uXXXX``."""
     for ch, esc in _GO_ESCAPES:
         if ch in encoded:
             encoded = encoded.replace(ch, esc)
@@ -32,12 +34,12 @@ def _go_escape(encoded: str) -> str:
 
 def go_json_string(value: str) -> str:
     """Encode one string exactly as Go's encoding/json does (raw UTF-8, HTML-safe escapes)."""
-    return _go_escape(json.dumps(value, ensure_ascii=False))
+    return go_escape(json.dumps(value, ensure_ascii=False))
 
 
 def dumps_compact(value: Any) -> str:
     """Compact JSON (no whitespace) with Go string escaping."""
-    return _go_escape(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    return go_escape(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def dumps_indented(value: Any) -> str:
@@ -46,7 +48,7 @@ def dumps_indented(value: Any) -> str:
     Key order is the insertion order of the mappings given; callers build dicts in the
     documented key order. Empty lists render as ``[]`` and empty objects as ``{}`` like Go.
     """
-    return _go_escape(json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)) + "\n"
+    return go_escape(json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)) + "\n"
 
 
 def dumps_indented_bytes(value: Any) -> bytes:

@@ -2,12 +2,20 @@
 
 A logical path is slash-separated and relative to a backend root. Storage paths may name the
 state file itself; source bundle and output paths may not use reserved names.
+
+This module is the one place the rules are written. :func:`check_path` / :func:`check_bundle_path`
+give the first broken rule in the contract's words; :func:`is_valid_path`,
+:func:`is_valid_bundle_path` (one compiled expression) and :func:`bundle_paths_valid` (a whole
+column of paths at once) are the fast answers for the common, valid case, and never accept what
+the exact checks refuse. Storage adapters, state validation and the executor all call these.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 MANIFEST_NAME = "manifest.json"
 STATE_FILE_NAME = ".distributor.json"
@@ -20,6 +28,22 @@ BACKUP_PREFIX = ".distributor-bak-"
 #: checks and unmanaged reports, and are never valid output or source bundle paths.
 INTERNAL_NAMES = frozenset({STATE_FILE_NAME, JOURNAL_NAME, LOCK_NAME})
 _INTERNAL_PREFIXES = (TEMP_PREFIX, BACKUP_PREFIX)
+#: every reserved name starts with this, so a path without it uses none
+_RESERVED_STEM = ".distributor"
+assert all(name.startswith(_RESERVED_STEM) for name in (*INTERNAL_NAMES, *_INTERNAL_PREFIXES))
+
+#: characters no path may hold, newline aside: backslash, control characters, DEL, surrogates
+_FORBIDDEN = r"\\\x00-\x09\x0b-\x1f\x7f\ud800-\udfff"
+#: a segment: neither empty, "." nor "..", of allowed characters (newline is a control character)
+_SEGMENT = rf"(?!\.\.?(?:/|\Z))[^/\n{_FORBIDDEN}]+"
+#: the compiled form of :func:`check_path`'s rules
+_VALID_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
+#: newline-joined paths hold only allowed characters (newline is the joiner)
+_COLUMN_CHARS = re.compile(rf"[^{_FORBIDDEN}]*")
+#: an empty, "." or ".." segment in newline-joined paths (a leading or trailing "/" makes an empty one)
+_COLUMN_BAD_SEGMENT = re.compile(r"(?:\A|[/\n])\.{0,2}(?=[/\n]|\Z)")
+#: a final segment "manifest.json" in newline-joined paths
+_COLUMN_MANIFEST_LAST = re.compile(rf"(?:\A|[/\n]){re.escape(MANIFEST_NAME)}(?=\n|\Z)")
 
 
 class PathError(ValueError):
@@ -50,8 +74,53 @@ def _has_bad_character(path: str) -> str | None:
     return None
 
 
+def is_valid_path(path: Any) -> bool:
+    """True when :func:`check_path` finds nothing wrong (one compiled match)."""
+    return type(path) is str and _VALID_PATH.fullmatch(path) is not None
+
+
+def is_valid_bundle_path(path: Any) -> bool:
+    """True when :func:`check_bundle_path` finds nothing wrong."""
+    if not is_valid_path(path):
+        return False
+    if _RESERVED_STEM in path:
+        return check_bundle_path(path) is None
+    return path != MANIFEST_NAME and not path.endswith("/" + MANIFEST_NAME)
+
+
+def bundle_paths_valid(paths: Sequence[Any]) -> bool:
+    """True when every value is a valid bundle path (:func:`check_bundle_path` is ``None``).
+
+    The whole column is joined with newlines and looked at in a few passes in C, so a large
+    manifest or state is accepted without a Python step per path; anything unusual answers
+    ``False`` and the caller runs the exact per-path check, which words the problem.
+    """
+    if not paths:
+        return True
+    try:
+        text = "\n".join(paths)
+    except TypeError:
+        return False
+    if text.count("\n") != len(paths) - 1 or _RESERVED_STEM in text:
+        return False
+    # characters: printable (no control character, DEL or surrogate) and no backslash; text that
+    # is not printable for another reason (say a no-break space) gets the character expression
+    if "\\" in text or not (text.replace("\n", "").isprintable() or _COLUMN_CHARS.fullmatch(text)):
+        return False
+    # segments: none empty ("//", a leading or trailing "/", an empty path), "." or ".."
+    if text[:1] in ("", "/", "\n") or text[-1] in ("/", "\n"):
+        return False
+    if "//" in text or "/\n" in text or "\n/" in text or "\n\n" in text:
+        return False
+    if (text[0] == "." or "/." in text or "\n." in text) and _COLUMN_BAD_SEGMENT.search(text) is not None:
+        return False
+    return MANIFEST_NAME not in text or _COLUMN_MANIFEST_LAST.search(text) is None
+
+
 def check_path(path: str) -> str | None:
     """Return the first broken rule of a storage logical path, or ``None`` when it is valid."""
+    if type(path) is str and _VALID_PATH.fullmatch(path) is not None:
+        return None
     if not isinstance(path, str):
         return "path must be a string"
     if path == "":
@@ -88,6 +157,10 @@ def validate_prefix(prefix: str) -> str:
 
 def check_bundle_path(path: str) -> str | None:
     """Rules for a source bundle file path or a destination output path."""
+    if type(path) is str and _RESERVED_STEM not in path and _VALID_PATH.fullmatch(path) is not None:
+        return None if path != MANIFEST_NAME and not path.endswith("/" + MANIFEST_NAME) else (
+            f'path must not use reserved name "{MANIFEST_NAME}"'
+        )
     problem = check_path(path)
     if problem:
         return problem

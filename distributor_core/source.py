@@ -29,6 +29,7 @@ from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 #: Bound on the entries a discovery walk may visit (resolutions B2 uses the same order of size).
@@ -183,18 +184,17 @@ def validate_source_bundle(
     recorded sha256; its bytes are streamed once through ``storage.open_read``. Messages name
     the file relative to the bundle. ``progress`` is called with the bytes hashed per chunk.
 
-    Storages that declare ``max_parallel_reads`` > 1 (local) have several files streamed at
-    once (hashing releases the GIL); the error raised is still the one of the first broken file
-    in manifest order, and every file before it has been checked. ``keep`` collects the
+    Storages that declare parallel reads (local, for large files) have several files streamed
+    at once (hashing releases the GIL); the error raised is still the one of the first broken
+    file in manifest order, and every file before it has been checked. ``keep`` collects the
     validated bytes of small files for publishing (:class:`ValidatedContent`).
     """
     if not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
     records = manifest.files
-    threads = min(getattr(storage, "max_parallel_reads", 1), len(records))
-    floor = getattr(storage, "parallel_min_file_size", 0)
-    if threads > 1 and floor and sum(_size(r) for r in records) < floor * len(records):
-        threads = 1  # small files: threads would only contend for the GIL
+    capabilities = storage.capabilities
+    threads = capabilities.read_threads(len(records), sum(_size(r) for r in records))
+    open_first = Feature.NONBLOCKING_OPEN in capabilities
     targets = _file_paths(bundle_path, records)
     callback = progress
     if threads > 1 and progress is not None:
@@ -206,7 +206,7 @@ def validate_source_bundle(
 
     run_ordered(
         len(records),
-        lambda index: _validate_file(storage, targets[index], records[index], callback, keep),
+        lambda index: _validate_file(storage, targets[index], records[index], callback, keep, open_first),
         threads=threads,
         name="distributor-validate",
     )
@@ -219,13 +219,15 @@ def _validate_file(
     record,
     progress: ProgressCallback | None,
     keep: ValidatedContent | None = None,
+    open_first: bool = False,
 ) -> None:
     try:
         stream = None
-        if record.size <= _OPEN_FIRST_SIZE and getattr(storage, "opens_special_files_safely", False):
+        if open_first and record.size <= _OPEN_FIRST_SIZE:
             # small file on a storage whose open_read returns at once for anything that is not
-            # a regular file: open it straight away and let the bytes read give the size. Any
-            # failure takes the stat-first sequence below, which words the error as before.
+            # a regular file (NONBLOCKING_OPEN): open it straight away and let the bytes read
+            # give the size. Any failure takes the stat-first sequence below, which words the
+            # error as before.
             try:
                 stream = storage.open_read(target)
             except StorageError:

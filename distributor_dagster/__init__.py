@@ -3,6 +3,10 @@ definitions (assets per destination, publish/prune/repair jobs, sensors, asset c
 
 Importing this package loads no config; :mod:`distributor_dagster.definitions` does, from
 ``$DISTRIBUTOR_CONFIG``.
+
+Owns: names, assets, checks, jobs, sensors and the Component — the Dagster shape of a config.
+Must not know: the HTTP server (``distributor_core.server``), business rules (it calls
+``distributor_core.app``), the CLI.
 """
 
 from distributor_dagster.build import build_definitions

@@ -3,7 +3,7 @@ current source would publish there (issue 18 item 3), so a copy made by hand or 
 becomes managed without a rewrite.
 
 What "would publish there" means is decided by the core's own output planning
-(:func:`distributor_core.plan.outputs.build_outputs` and ``apply_links``) with the destination's
+(:mod:`distributor_core.plan.outputs`: ``render_markdown``, ``build_outputs``, ``apply_links``) with the destination's
 *current* policy, so the planned list is the one ``distributor run`` plans: source copies,
 generated HTML (Markdown sources are read and rendered), link URLs. The source bundle is the one
 mapped to the bundle path: under ``preserve_relative`` the source bundle at that path, under
@@ -56,7 +56,13 @@ from distributor_core.app.selection import Target
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.bundle import Manifest, manifests_equal, validate_manifest
 from distributor_core.plan.model import PlannedOutput
-from distributor_core.plan.outputs import apply_links, build_outputs, check_policy, normalize_policy
+from distributor_core.plan.outputs import (
+    apply_links,
+    build_outputs,
+    markdown_sources,
+    normalize_policy,
+    render_markdown,
+)
 from distributor_core.source import (
     SourceBundle,
     discover_bundles,
@@ -107,8 +113,7 @@ class SourceView:
     def __init__(self, target: Target, storage: Storage) -> None:
         self.target = target
         self.storage = storage
-        self.policy = normalize_policy(destination_policy(target.destination))
-        check_policy(self.policy)
+        self.policy = normalize_policy(destination_policy(target.destination))  # checks it too
         self._newest: SourceBundle | None = None
         self._looked = False
 
@@ -149,13 +154,11 @@ class SourceView:
             if not self.storage.exists(manifest_path(source_path)):
                 return None
             manifest = self._manifest(source_path)
-        outputs = build_outputs(
-            manifest_files=manifest.files,
-            source=self.storage,
-            source_bundle_path=source_path,
-            policy=self.policy,
-            renderer=None,
-        )
+        generated = [
+            render_markdown(record, self.storage.read_bytes(lp.join(source_path, record.path)), self.policy)
+            for record in markdown_sources(manifest.files, self.policy)
+        ]
+        outputs = build_outputs(manifest_files=manifest.files, policy=self.policy, generated=generated)
         outputs, primary = apply_links(outputs, bundle_path=bundle_path, policy=self.policy)
         return SourcePlan(
             source_path,

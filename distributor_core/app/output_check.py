@@ -3,9 +3,10 @@
 ``check_file`` looks at one path: missing, not a regular file, size mismatch (no bytes read), or
 the sha256 of its bytes, streamed through the storage protocol in large chunks (never the whole
 file in memory). Where the backend stores a sha256 it vouches for (S3 ``ChecksumSHA256`` of the
-whole object, see ``Storage.stat_with_sha256``) that is compared instead and nothing is read.
+whole object: backends declaring ``Feature.STORED_SHA256``, see ``Storage.stat_with_sha256``)
+that is compared instead and nothing is read.
 
-``check_outputs`` checks many on a few threads (``max_parallel_reads`` of the storage, when the
+``check_outputs`` checks many on a few threads (the storage's declared ``read_threads``, when the
 files are large enough for threads to pay: hashlib and reads release the GIL), keeps their
 order, and raises the first storage error other than *not found* in that order, as a loop would.
 """
@@ -30,6 +31,7 @@ from distributor_core.state import (
     check_owner,
 )
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 OK = "ok"
@@ -157,7 +159,10 @@ def check_file(
         return OutputCheck(path, status, size, sha256, owner, **extra)
 
     try:
-        entry, stored = storage.stat_with_sha256(target)
+        if Feature.STORED_SHA256 in storage.capabilities:
+            entry, stored = storage.stat_with_sha256(target)
+        else:
+            entry, stored = storage.stat(target), None
     except StorageError as exc:
         if exc.kind == ErrorKind.NOT_FOUND:
             return result(MISSING)
@@ -201,14 +206,6 @@ def _serialised(callback: Callable[[Any], None] | None, lock: threading.Lock | N
     return locked
 
 
-def _threads(storage: Storage, sizes: Sequence[int]) -> int:
-    threads = min(int(getattr(storage, "max_parallel_reads", 1) or 1), len(sizes))
-    floor = int(getattr(storage, "parallel_min_file_size", 0) or 0)
-    if threads > 1 and floor and sum(max(size, 0) for size in sizes) < floor * len(sizes):
-        return 1  # small files: threads would only contend for the GIL
-    return max(threads, 1)
-
-
 def check_outputs(
     storage: Storage,
     bundle_path: str,
@@ -219,7 +216,7 @@ def check_outputs(
 ) -> list[OutputCheck]:
     """Check every recorded output of a bundle path; results in record order."""
     results: list[OutputCheck | None] = [None] * len(records)
-    threads = _threads(storage, [record.size for record in records])
+    threads = storage.capabilities.read_threads(len(records), sum(max(record.size, 0) for record in records))
     lock = threading.Lock() if threads > 1 else None
     report_bytes = _serialised(on_bytes, lock)
     report_file = _serialised(on_file, lock)

@@ -17,7 +17,7 @@ from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
 from distributor_core.execute.executor import Progress
 from distributor_core.execute.publish import PublishOutcome, default_holder, publish
-from distributor_core.plan.model import PlanRequest
+from distributor_core.execute.request import PlanRequest
 from distributor_core.source import (
     SourceBundle,
     ValidatedContent,

@@ -3,6 +3,11 @@
 
 See ``docs/integrations/source-bundle.md`` for the producer contract and
 ``docs/consumers/bundle.md`` for the Python producer API.
+
+Owns: everything a producer and a consumer agree on about a bundle. ``digest`` and ``codec`` are
+pure; ``disk`` / ``write`` / ``build`` touch only a local directory the caller names.
+
+Must not know: destinations, state, storage backends, any shell.
 """
 
 from distributor_core.bundle.build import build_manifest, hash_bundle_file, scan_files

@@ -3,6 +3,9 @@
 Entry points: :func:`load_config` (a file; relative paths resolve against its directory) and
 :func:`parse_config` (text plus an explicit ``base_dir``). Both return a validated
 :class:`Config` or raise :class:`ConfigError` listing every problem.
+
+Owns: the config's shape, defaults and messages. Must not know: storage, planning, execution,
+any shell (it is pure data; nothing here opens a connection).
 """
 
 from distributor_core.config.errors import ConfigError, ConfigFileError, ConfigLookupError, SecretError

@@ -2,7 +2,9 @@
 
 1. Build the new state (pure) and write the intent journal.
 2. Stage every output under a reserved temporary name next to its final path, hashing while
-   writing and verifying size and sha256 (object stores skip staging: their writes are atomic).
+   writing and verifying size and sha256 (written ``in_place`` where the destination declares
+   ``IN_PLACE_WRITES``). Destinations without ``ATOMIC_RENAME`` (object stores) skip staging:
+   their writes are atomic.
 3. Move each existing file that will be overwritten to a reserved backup name.
 4. Rename staged files into place (object stores write them now, never clobbering).
 5. Write ``.distributor.json`` atomically, conditional on the revision read at planning.
@@ -29,6 +31,7 @@ from distributor_core.parallel import run_ordered
 from distributor_core.plan.model import Action, Plan, PlannedOutput
 from distributor_core.state import fastcheck, marshal_state
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 
@@ -160,13 +163,20 @@ def execute_plan(
 ) -> ExecutionResult:
     if not plan.action.executable:
         raise ExecutionError(f"cannot execute action {plan.action.value}: {plan.reason}")
+    capabilities = destination.capabilities
+    if Feature.CONDITIONAL_WRITES not in capabilities:
+        raise ExecutionError(
+            f"{destination.backend} destination {destination.root_display} cannot write "
+            f"{lp.STATE_FILE_NAME} conditionally (the storage does not declare conditional_writes)"
+        )
     bundle = plan.bundle_path
     state = build_state(plan, now=now, version=version)
     state_bytes = marshal_state(state)
     state_path = lp.state_path(bundle)
 
     candidates = _possibly_existing(plan)
-    stage = destination.atomic_rename
+    stage = Feature.ATOMIC_RENAME in capabilities
+    in_place = stage and Feature.IN_PLACE_WRITES in capabilities
     steps: list[_Step] = []
     finals = _joined(bundle, [o.path for o in plan.outputs])
     sources = _source_paths(plan)
@@ -194,7 +204,7 @@ def execute_plan(
     counts = Progress(files_total=len(steps), bytes_total=sum(s.output.size for s in steps))
     counts_lock = threading.Lock()
 
-    def write_one(step: _Step, target: str) -> None:
+    def write_one(step: _Step, target: str, staged: bool) -> None:
         try:
             destination.write_stream(
                 target,
@@ -202,6 +212,7 @@ def execute_plan(
                 overwrite=False,
                 expected_size=step.output.size,
                 expected_sha256=step.output.sha256,
+                in_place=staged and in_place,
             )
         except StorageError as exc:
             if exc.kind == ErrorKind.ALREADY_EXISTS:
@@ -213,20 +224,19 @@ def execute_plan(
             if progress is not None:
                 progress(counts)
 
-    def run_writes(pairs: list[tuple[_Step, str]]) -> None:
+    def run_writes(pairs: list[tuple[_Step, str]], *, staged: bool) -> None:
         limit = workers
         if limit is None:
-            limit = getattr(destination, "max_parallel_writes", 1)
-            floor = getattr(destination, "parallel_min_file_size", 0)
-            if floor and sum(step.output.size for step, _ in pairs) < floor * len(pairs):
-                limit = 1  # small files: threads would only contend for the GIL
-        run_ordered(len(pairs), lambda index: write_one(*pairs[index]), threads=limit, name="distributor-write")
+            limit = capabilities.write_threads(len(pairs), sum(step.output.size for step, _ in pairs))
+        run_ordered(
+            len(pairs), lambda index: write_one(*pairs[index], staged), threads=limit, name="distributor-write"
+        )
 
     committed: set[str] = set()
     try:
         destination.write_bytes(journal.path, journal.to_bytes(), overwrite=True)
         if stage:
-            run_writes([(s, s.temp) for s in steps if s.temp])
+            run_writes([(s, s.temp) for s in steps if s.temp], staged=True)
         for step in steps:
             if step.backup:
                 try:
@@ -240,7 +250,7 @@ def execute_plan(
                 destination.rename(step.temp, step.final, overwrite=False)
         else:
             committed.update(s.final for s in steps)
-            run_writes([(s, s.final) for s in steps])
+            run_writes([(s, s.final) for s in steps], staged=False)
         if lock is not None:
             lock.ensure_held()
         destination.write_bytes(

@@ -1,7 +1,8 @@
 """Publish one bundle to one destination: lock, recover, plan, execute (resolutions A1–A3, B1).
 
 This is the single code path the CLI, the upload server and Dagster use for a destination.
-Dry runs plan without the lock and write nothing.
+Planning is :func:`execute.facts.build_plan`: the destination's facts are read and handed to the
+pure ``plan.decide``. Dry runs plan without the lock and write nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from dataclasses import dataclass, field
 
 from distributor_core.bundle import BundleError
 from distributor_core.execute.executor import ExecutionError, ExecutionResult, ProgressCallback, execute_plan
+from distributor_core.execute.facts import build_plan
 from distributor_core.execute.journal import JournalError, Recovery, recover
 from distributor_core.execute.lock import DEFAULT_LEASE, DEFAULT_WAIT, DestinationLock
-from distributor_core.plan.model import Plan, PlanError, PlanRequest
-from distributor_core.plan.planner import build_plan
+from distributor_core.execute.request import PlanRequest
+from distributor_core.plan.model import Plan, PlanError
 from distributor_core.state import StateError
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import Clock, now_seconds
@@ -53,7 +55,7 @@ def default_holder(purpose: str = "run") -> str:
 
 
 def destination_bundle_path(request: PlanRequest) -> str:
-    return "" if request.policy.path_mapping == "fixed" else request.source_bundle_path
+    return request.bundle_path
 
 
 def plan_only(request: PlanRequest) -> PublishOutcome:

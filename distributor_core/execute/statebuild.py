@@ -10,8 +10,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from distributor_core.compare import DestinationStatus
+from distributor_core.plan import current_owner_records
 from distributor_core.plan.model import Action, Plan
-from distributor_core.plan.planner import current_owner_records
+from distributor_core.plan.modes import ReconciliationMode, StateMode
 from distributor_core.state import (
     OwnerRecord,
     SharedRootState,
@@ -70,7 +71,10 @@ def build_shared_root_state(plan: Plan, *, now: datetime, version: str) -> Share
     )
     base = _base(plan, now=now, version=version)
     taken_over = {t.path for t in plan.taken_over_outputs}
-    merge = plan.reconciliation_mode == "merge" and plan.action in (Action.REPLACE_OLDER, Action.REPLACE_TAKEOVER)
+    merge = plan.reconciliation_mode == ReconciliationMode.MERGE and plan.action in (
+        Action.REPLACE_OLDER,
+        Action.REPLACE_TAKEOVER,
+    )
     if taken_over or (merge and plan.action == Action.REPLACE_TAKEOVER):
         keep = {r.path for r in plan.retained_owner_outputs} | {o.path for o in plan.outputs}
         base = replace(
@@ -86,6 +90,6 @@ def build_shared_root_state(plan: Plan, *, now: datetime, version: str) -> Share
 
 
 def build_state(plan: Plan, *, now: datetime, version: str) -> SingleOwnerState | SharedRootState:
-    if plan.state_mode == "shared_root":
+    if plan.state_mode == StateMode.SHARED_ROOT:
         return build_shared_root_state(plan, now=now, version=version)
     return build_single_owner_state(plan, now=now, version=version)

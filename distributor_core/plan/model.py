@@ -1,4 +1,7 @@
-"""Plan data: actions, destination policies, planned outputs, the plan itself (core-semantics §4)."""
+"""Plan data: actions, destination policies, planned outputs, the plan itself (core-semantics §4).
+
+Values only: nothing here reads a destination or a source.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from distributor_core.plan.modes import (
+    ConflictChoice,
+    LinkPrimary,
+    MarkdownMode,
+    NewerChoice,
+    OlderChoice,
+    PathMapping,
+    ReconciliationMode,
+    SameChoice,
+    StateMode,
+    TakeoverMode,
+)
 
 if TYPE_CHECKING:
     from distributor_core.bundle import Manifest
@@ -16,7 +32,6 @@ if TYPE_CHECKING:
         SharedRootState,
         SingleOwnerState,
     )
-    from distributor_core.storage.base import Storage
 
 
 class Action(StrEnum):
@@ -50,37 +65,44 @@ ACTION_ORDER = tuple(Action)
 
 
 class PlanError(Exception):
-    """Planning could not produce a plan (bad request, output collision, storage error)."""
+    """Planning could not produce a plan (bad request, output collision, a fact that cannot hold)."""
 
 
 @dataclass(frozen=True, slots=True)
 class TransferPolicy:
-    on_destination_same: str = "skip"
-    on_destination_older: str = "replace"
-    on_destination_newer: str = "skip"
-    on_conflict: str = "fail"
+    """``transfer``: what a normal run does per comparison outcome (§4.3). Plain strings are
+    accepted and become members when the policy is normalised."""
+
+    on_destination_same: SameChoice = SameChoice.SKIP
+    on_destination_older: OlderChoice = OlderChoice.REPLACE
+    on_destination_newer: NewerChoice = NewerChoice.SKIP
+    on_conflict: ConflictChoice = ConflictChoice.FAIL
 
 
 @dataclass(frozen=True, slots=True)
 class LinkPolicy:
     base_url: str
-    primary: str = "auto"
+    primary: LinkPrimary = LinkPrimary.AUTO
 
 
 @dataclass(frozen=True, slots=True)
 class DestinationPolicy:
-    """The policy values planning consumes, independent of the YAML config models."""
+    """The policy values planning consumes, independent of the YAML config models.
 
-    path_mapping: str = "preserve_relative"
+    Modes may be given as their plain strings (as the config holds them); planning normalises
+    them to the members of :mod:`distributor_core.plan.modes` (empty → default) first.
+    """
+
+    path_mapping: PathMapping = PathMapping.PRESERVE_RELATIVE
     publish_source: bool = True
     publish_html: bool = False
     markdown_enabled: bool = False
-    markdown_mode: str = "sidecar"
+    markdown_mode: MarkdownMode = MarkdownMode.SIDECAR
     links: LinkPolicy | None = None
-    state_mode: str = "single_owner"
-    reconciliation_mode: str = "replace"
+    state_mode: StateMode = StateMode.SINGLE_OWNER
+    reconciliation_mode: ReconciliationMode = ReconciliationMode.REPLACE
     transfer: TransferPolicy = field(default_factory=TransferPolicy)
-    takeover_mode: str = "same_pipeline"
+    takeover_mode: TakeoverMode = TakeoverMode.SAME_PIPELINE
 
 
 #: Renders Markdown bytes to HTML bytes; ``source_path`` names the Markdown file.
@@ -129,25 +151,12 @@ class TakenOverOutput:
 
 
 @dataclass(frozen=True)
-class PlanRequest:
-    pipeline_id: str
-    destination_id: str
-    source: Storage
-    source_bundle_path: str
-    manifest: Manifest
-    destination: Storage
-    policy: DestinationPolicy
-    distributor_version: str = ""
-    force: bool = False
-    republish: bool = False
-    renderer: Renderer | None = None
-    #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), which
-    #: execution writes instead of reading the source again; None reads everything again
-    source_content: Any = field(default=None, repr=False, compare=False)
-
-
-@dataclass
 class Plan:
+    """What one publication will do to one destination, decided from its facts (§4.6).
+
+    ``plan.decide`` builds it once, complete; nothing changes it afterwards.
+    """
+
     pipeline_id: str
     destination_id: str
     bundle_path: str
@@ -155,8 +164,8 @@ class Plan:
     manifest: Manifest
     action: Action
     reason: str
-    state_mode: str
-    reconciliation_mode: str
+    state_mode: StateMode
+    reconciliation_mode: ReconciliationMode
     owner_scope: OwnerScope
     comparison: Comparison
     outputs: tuple[PlannedOutput, ...] = ()
@@ -175,7 +184,8 @@ class Plan:
     deletes: tuple[str, ...] = ()
     #: single-owner merge retention (replace_older + merge, or a same-source takeover in merge mode)
     merge_retention: bool = False
-    #: the request's ``source_content`` (validated bytes of small source files), for execution
+    #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
+    #: through untouched for execution, which writes them instead of reading the source again
     source_content: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -191,4 +201,4 @@ class Plan:
 
     @property
     def owner_outputs_to_write(self) -> tuple[PlannedOutput, ...]:
-        return self.outputs if self.state_mode == "shared_root" and self.action.executable else ()
+        return self.outputs if self.state_mode == StateMode.SHARED_ROOT and self.action.executable else ()

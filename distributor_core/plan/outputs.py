@@ -1,17 +1,42 @@
-"""Output planning: source copies, generated HTML, collisions, link URLs (core-semantics §4.4)."""
+"""Output planning: source copies, generated HTML, collisions, link URLs (core-semantics §4.4).
+
+Pure: the Markdown sources to render are named by :func:`markdown_sources`, and their bytes are
+handed to :func:`render_markdown` by whoever read them (``execute.facts``).
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from enum import StrEnum
 from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote, urlsplit
 
 from distributor_core import paths as lp
-from distributor_core.plan.model import DestinationPolicy, PlanError, PlannedOutput, Renderer
-from distributor_core.storage.base import Storage
+from distributor_core.bundle import ManifestFile
+from distributor_core.plan.model import (
+    DestinationPolicy,
+    LinkPolicy,
+    PlanError,
+    PlannedOutput,
+    Renderer,
+    TransferPolicy,
+)
+from distributor_core.plan.modes import (
+    ConflictChoice,
+    LinkPrimary,
+    MarkdownMode,
+    NewerChoice,
+    OlderChoice,
+    PathMapping,
+    ReconciliationMode,
+    SameChoice,
+    StateMode,
+    TakeoverMode,
+    coerce,
+)
 
 MARKDOWN_TRANSFORM = "markdown_to_html"
 _URL_SAFE = "-_.~$&+,;=:@!'()*"
@@ -24,7 +49,7 @@ def is_markdown(path: str) -> bool:
 
 def html_path(source_path: str, mode: str) -> str:
     directory = lp.parent(source_path)
-    if mode == "index":
+    if mode == MarkdownMode.INDEX:
         name = "index.html"
     else:
         stem = lp.basename(source_path).rsplit(".", 1)[0]
@@ -32,34 +57,65 @@ def html_path(source_path: str, mode: str) -> str:
     return name if directory == "" else f"{directory}/{name}"
 
 
+def bundle_path_for(policy: DestinationPolicy, source_bundle_path: str) -> str:
+    """The destination bundle path: the source bundle path, or ``""`` under fixed mapping (§4.4.4)."""
+    return "" if policy.path_mapping == PathMapping.FIXED else source_bundle_path
+
+
 def normalize_policy(policy: DestinationPolicy) -> DestinationPolicy:
-    """Empty modes take their defaults (core-semantics §4.1)."""
-    changes = {}
-    if not policy.reconciliation_mode:
-        changes["reconciliation_mode"] = "replace"
-    if not policy.state_mode:
-        changes["state_mode"] = "single_owner"
-    if not policy.path_mapping:
-        changes["path_mapping"] = "preserve_relative"
-    if not policy.takeover_mode:
-        changes["takeover_mode"] = "same_pipeline"
-    return replace(policy, **changes) if changes else policy
+    """The request validation of core-semantics §4.1, returning the policy with every mode as
+    its enum member (empty modes take their defaults).
 
-
-def check_policy(policy: DestinationPolicy) -> None:
-    """Request validation of core-semantics §4.1."""
+    Checks run in the contract's order (publish/transform, then reconciliation, then state
+    mode); the other modes are refused by the config layer first, and a request built by hand
+    gets the same rule here (``<field> must be <choices>``).
+    """
     if not policy.publish_source and not policy.publish_html:
         raise PlanError("publish/transform policy: publish must enable source or html")
     if policy.publish_html and not policy.markdown_enabled:
         raise PlanError(
             "publish/transform policy: transform.markdown_to_html must be enabled when publish.html is true"
         )
-    if policy.publish_html and policy.markdown_mode not in ("sidecar", "index"):
-        raise PlanError("publish/transform policy: transform.markdown_to_html.mode must be sidecar or index")
-    if policy.reconciliation_mode not in ("replace", "merge"):
+    markdown_mode = policy.markdown_mode or MarkdownMode.SIDECAR
+    if markdown_mode not in _values(MarkdownMode):
+        if policy.publish_html:
+            raise PlanError("publish/transform policy: transform.markdown_to_html.mode must be sidecar or index")
+        markdown_mode = MarkdownMode.SIDECAR  # unused without HTML publication
+    reconciliation = policy.reconciliation_mode or ReconciliationMode.REPLACE
+    if reconciliation not in _values(ReconciliationMode):
         raise PlanError("reconciliation.mode must be replace or merge")
-    if policy.state_mode not in ("single_owner", "shared_root"):
+    state = policy.state_mode or StateMode.SINGLE_OWNER
+    if state not in _values(StateMode):
         raise PlanError("state.mode must be single_owner or shared_root")
+    transfer, links = policy.transfer, policy.links
+    try:
+        return replace(
+            policy,
+            path_mapping=coerce(PathMapping, policy.path_mapping or PathMapping.PRESERVE_RELATIVE, "path_mapping.mode"),
+            markdown_mode=MarkdownMode(markdown_mode),
+            state_mode=StateMode(state),
+            reconciliation_mode=ReconciliationMode(reconciliation),
+            takeover_mode=coerce(TakeoverMode, policy.takeover_mode or TakeoverMode.SAME_PIPELINE, "takeover.mode"),
+            transfer=TransferPolicy(
+                on_destination_same=coerce(SameChoice, transfer.on_destination_same, "transfer.on_destination_same"),
+                on_destination_older=coerce(
+                    OlderChoice, transfer.on_destination_older, "transfer.on_destination_older"
+                ),
+                on_destination_newer=coerce(
+                    NewerChoice, transfer.on_destination_newer, "transfer.on_destination_newer"
+                ),
+                on_conflict=coerce(ConflictChoice, transfer.on_conflict, "transfer.on_conflict"),
+            ),
+            links=None
+            if links is None
+            else LinkPolicy(links.base_url, coerce(LinkPrimary, links.primary or LinkPrimary.AUTO, "links.primary")),
+        )
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _values(kind: type[StrEnum]) -> frozenset[str]:
+    return frozenset(member.value for member in kind)
 
 
 def _default_renderer() -> Renderer:
@@ -71,15 +127,48 @@ def _default_renderer() -> Renderer:
     return render
 
 
+def markdown_sources(manifest_files: Sequence[ManifestFile], policy: DestinationPolicy) -> list[ManifestFile]:
+    """The manifest records whose bytes HTML publication renders, in manifest order (§4.4.2);
+    ``[]`` unless the policy publishes HTML. Index mode needs exactly one."""
+    if not policy.publish_html:
+        return []
+    markdown = [record for record in manifest_files if is_markdown(record.path)]
+    if policy.markdown_mode == MarkdownMode.INDEX and len(markdown) != 1:
+        raise PlanError(
+            f"markdown_to_html index mode requires exactly one Markdown source file, found {len(markdown)}"
+        )
+    return markdown
+
+
+def render_markdown(
+    record: ManifestFile, data: bytes, policy: DestinationPolicy, renderer: Renderer | None = None
+) -> PlannedOutput:
+    """The generated HTML output of one Markdown source whose bytes were read as ``data``; the
+    bytes must still be the validated ones."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if len(data) != record.size or digest != record.sha256:
+        raise PlanError(f"source file {record.path} changed after validation")
+    content = (renderer or _default_renderer())(data, record.path)
+    target = html_path(record.path, policy.markdown_mode)
+    problem = lp.check_bundle_path(target)
+    if problem:
+        raise PlanError(f"generated output path {target}: {problem}")
+    return PlannedOutput(
+        path=target,
+        kind="generated",
+        source_path=record.path,
+        transform=MARKDOWN_TRANSFORM,
+        sha256="sha256:" + hashlib.sha256(content).hexdigest(),
+        size=len(content),
+        content=content,
+    )
+
+
 def build_outputs(
-    *,
-    manifest_files: Sequence,
-    source: Storage,
-    source_bundle_path: str,
-    policy: DestinationPolicy,
-    renderer: Renderer | None,
+    *, manifest_files: Sequence[ManifestFile], policy: DestinationPolicy, generated: Iterable[PlannedOutput] = ()
 ) -> list[PlannedOutput]:
-    """Plan order: every source copy in manifest order, then generated outputs in manifest order."""
+    """Plan order: every source copy in manifest order, then the generated outputs (in manifest
+    order of their Markdown sources, as :func:`render_markdown` made them)."""
     outputs: list[PlannedOutput] = []
     if policy.publish_source:
         paths = list(map(attrgetter("path"), manifest_files))
@@ -94,34 +183,7 @@ def build_outputs(
                 map(attrgetter("size"), manifest_files),
             )
         )
-    if policy.publish_html:
-        markdown = [record for record in manifest_files if is_markdown(record.path)]
-        if policy.markdown_mode == "index" and len(markdown) != 1:
-            raise PlanError(
-                f"markdown_to_html index mode requires exactly one Markdown source file, found {len(markdown)}"
-            )
-        render = renderer or _default_renderer()
-        for record in markdown:
-            data = source.read_bytes(lp.join(source_bundle_path, record.path))
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            if len(data) != record.size or digest != record.sha256:
-                raise PlanError(f"source file {record.path} changed after validation")
-            content = render(data, record.path)
-            target = html_path(record.path, policy.markdown_mode)
-            problem = lp.check_bundle_path(target)
-            if problem:
-                raise PlanError(f"generated output path {target}: {problem}")
-            outputs.append(
-                PlannedOutput(
-                    path=target,
-                    kind="generated",
-                    source_path=record.path,
-                    transform=MARKDOWN_TRANSFORM,
-                    sha256="sha256:" + hashlib.sha256(content).hexdigest(),
-                    size=len(content),
-                    content=content,
-                )
-            )
+    outputs.extend(generated)
     if len({output.path for output in outputs}) != len(outputs):
         seen: set[str] = set()
         for output in outputs:
@@ -186,9 +248,9 @@ def apply_links(
     first_source = next((o.url for o in with_urls if o.kind == "source"), "")
     first_generated = next((o.url for o in with_urls if o.kind == "generated"), "")
     primary = links.primary
-    if primary == "source":
+    if primary == LinkPrimary.SOURCE:
         chosen = first_source
-    elif primary in ("html", "generated"):
+    elif primary in (LinkPrimary.HTML, LinkPrimary.GENERATED):
         chosen = first_generated
     else:
         chosen = first_generated or first_source

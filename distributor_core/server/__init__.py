@@ -5,6 +5,10 @@ staging area and the inline publisher.
 layout that the Dagster upload sensor and publish runs use too. The FastAPI app is imported
 lazily (``from distributor_core.server import create_app``) so that importing the staging module
 does not import FastAPI.
+
+Owns: HTTP (routes, auth, archive limits), the staging area on disk, publishing staged uploads
+through ``app``. Must not know: Dagster (the Dagster-status overlay is on its way out of this
+package, issue 16 item 3), the CLI.
 """
 
 from __future__ import annotations

@@ -2,7 +2,12 @@
 normalised to 2), schema 2 single-owner and schema 3 shared-root; parse, validate, serialise; pure
 helpers on outputs; prune planning.
 
-See ``docs/integrations/destination-state.md`` for the file contract.
+Owns: the state model (including the ``StateMode`` / ``ReconciliationMode`` enums), the codec
+with its exact error messages, validation, the output-record helpers and prune selection.
+
+Must not know: storage (a document comes in as bytes and goes out as bytes), comparison,
+planning, execution, any shell. See ``docs/integrations/destination-state.md`` for the file
+contract.
 """
 
 from distributor_core.state.codec import (

@@ -188,10 +188,17 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
     return raw["mode"]
 
 
-def _manifest(raw_source: dict[str, Any] | None, context: str) -> Manifest:
+#: manifests the caller of a parse expects the document to record (planning passes the source
+#: manifest); one that a record describes exactly, and that is valid, is used as that record
+Known = tuple[Manifest, ...]
+
+
+def _manifest(raw_source: dict[str, Any] | None, context: str, known: Known) -> Manifest:
+    """The recorded manifest, valid: an expected manifest the object describes exactly, else one
+    built by the fast or the exact path (whose error names ``context``)."""
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
-    fast = fastcheck.expected_manifest_for(raw_source["manifest"]) or fastcheck.manifest_from_obj_fast(
+    fast = fastcheck.expected_manifest_for(raw_source["manifest"], known) or fastcheck.manifest_from_obj_fast(
         raw_source["manifest"]
     )
     if fast is not None:
@@ -225,7 +232,7 @@ def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _single_owner_from_raw(
-    raw: dict[str, Any], fast_outputs: list[OutputRecord] | None = None
+    raw: dict[str, Any], known: Known, fast_outputs: list[OutputRecord] | None = None
 ) -> tuple[SingleOwnerState, str]:
     version = raw["schema_version"]
     if version is None:
@@ -245,7 +252,7 @@ def _single_owner_from_raw(
         updated_at = _required_time(raw["updated_at"], "state updated_at")
         state_mode = _mode(raw["state"], "state state.mode")
         reconciliation_mode = _mode(raw["reconciliation"], "state reconciliation.mode")
-    manifest = _manifest(raw["source"], "state source.manifest")
+    manifest = _manifest(raw["source"], "state source.manifest", known)
     primary_url = _primary_url(raw["links"])
     if raw["outputs"] is None:
         raise StateError("state outputs is required")
@@ -281,12 +288,12 @@ def _single_owner_from_raw(
     return state, state_mode
 
 
-def _owner_from_raw(index: int, raw: dict[str, Any]) -> OwnerRecord:
+def _owner_from_raw(index: int, raw: dict[str, Any], known: Known) -> OwnerRecord:
     prefix = f"state owners[{index}]"
     pipeline_id = _required_str(raw["pipeline_id"], f"{prefix}.pipeline_id")
     destination_id = _required_str(raw["destination_id"], f"{prefix}.destination_id")
     reconciliation_mode = _mode(raw["reconciliation"], f"{prefix}.reconciliation.mode")
-    manifest = _manifest(raw["source"], f"{prefix}.source.manifest")
+    manifest = _manifest(raw["source"], f"{prefix}.source.manifest", known)
     return OwnerRecord(
         pipeline_id=pipeline_id,
         destination_id=destination_id,
@@ -309,7 +316,7 @@ def _shared_output_from_raw(index: int, raw: dict[str, Any]) -> SharedOutputReco
     return SharedOutputRecord(**values)
 
 
-def _shared_root_from_raw(raw: dict[str, Any]) -> tuple[SharedRootState, str]:
+def _shared_root_from_raw(raw: dict[str, Any], known: Known) -> tuple[SharedRootState, str]:
     version = raw["schema_version"]
     if version is None:
         raise StateError("state schema_version is required")
@@ -320,7 +327,7 @@ def _shared_root_from_raw(raw: dict[str, Any]) -> tuple[SharedRootState, str]:
     state_mode = _mode(raw["state"], "state state.mode")
     if raw["owners"] is None:
         raise StateError("state owners is required")
-    owners = tuple(_owner_from_raw(index, item) for index, item in enumerate(raw["owners"]))
+    owners = tuple(_owner_from_raw(index, item, known) for index, item in enumerate(raw["owners"]))
     if raw["outputs"] is None:
         raise StateError("state outputs is required")
     outputs = tuple(_shared_output_from_raw(index, item) for index, item in enumerate(raw["outputs"]))
@@ -334,19 +341,19 @@ def _shared_root_from_raw(raw: dict[str, Any]) -> tuple[SharedRootState, str]:
     return state, state_mode
 
 
-def _single_owner_from_obj(obj: dict[str, Any], *, plain_strings: bool = False) -> SingleOwnerState:
-    fast = _single_owner_fast(obj) if plain_strings else None
+def _single_owner_from_obj(obj: dict[str, Any], known: Known, *, plain_strings: bool = False) -> SingleOwnerState:
+    fast = _single_owner_fast(obj, known) if plain_strings else None
     if fast is not None:
         state, state_mode = fast
     else:
-        state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""))
+        state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""), known)
     return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
 
 
 _TOP_SHAPE = {key: shape for key, shape in _SINGLE_OWNER_SHAPE.items() if key != "outputs"}
 
 
-def _single_owner_fast(obj: dict[str, Any]) -> tuple[SingleOwnerState, str] | None:
+def _single_owner_fast(obj: dict[str, Any], known: Known) -> tuple[SingleOwnerState, str] | None:
     """Schema 2 state whose outputs are all plain, complete records, read without the generic
     shape walk: the top level still goes through :func:`_conform` (its errors are the exact
     ones), the outputs are type-checked in one pass and built directly. ``None`` when any output
@@ -357,7 +364,7 @@ def _single_owner_fast(obj: dict[str, Any]) -> tuple[SingleOwnerState, str] | No
     outputs = _outputs_fast(obj["outputs"])
     if outputs is None:
         return None
-    return _single_owner_from_raw({**top, "outputs": ()}, outputs)
+    return _single_owner_from_raw({**top, "outputs": ()}, known, outputs)
 
 
 _OUTPUT_KEYS = ("path", "kind", "source_path", "sha256", "size", "created_at", "updated_at", "transform", "url")
@@ -400,9 +407,9 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
     return list(map(OutputRecord, paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
-def _shared_root_from_obj(obj: dict[str, Any]) -> SharedRootState:
-    state, state_mode = _shared_root_from_raw(_conform(obj, _SHARED_ROOT_SHAPE, ""))
-    return _validate_shared_root(state, state_mode=state_mode)
+def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
+    state, state_mode = _shared_root_from_raw(_conform(obj, _SHARED_ROOT_SHAPE, ""), known)
+    return _validate_shared_root(state, state_mode=state_mode, manifests_checked=True)
 
 
 #: a JSON escape that can decode to a surrogate (the generic shape walk replaces unpaired ones)
@@ -419,27 +426,34 @@ def _plain_strings(data: bytes | str) -> bool:
     return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
 
 
-def parse_single_owner(data: bytes | str) -> SingleOwnerState:
-    """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2)."""
-    return _single_owner_from_obj(_decode(data), plain_strings=_plain_strings(data))
+def parse_single_owner(data: bytes | str, *, expected_manifests: Known = ()) -> SingleOwnerState:
+    """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2).
+
+    ``expected_manifests``: manifests the caller expects the document to record; a recorded
+    manifest equal to a valid one of them is that very object (no second build and validation of
+    an equal value)."""
+    return _single_owner_from_obj(_decode(data), tuple(expected_manifests), plain_strings=_plain_strings(data))
 
 
-def parse_shared_root(data: bytes | str) -> SharedRootState:
-    """Parse and validate schema 3 state."""
-    return _shared_root_from_obj(_decode(data))
+def parse_shared_root(data: bytes | str, *, expected_manifests: Known = ()) -> SharedRootState:
+    """Parse and validate schema 3 state (``expected_manifests`` as for :func:`parse_single_owner`)."""
+    return _shared_root_from_obj(_decode(data), tuple(expected_manifests))
 
 
 #: documents at least this large are parsed with the cyclic garbage collector paused
 LARGE_DOCUMENT = 1024 * 1024
 
 
-def parse_state_document(data: bytes | str) -> StateDocument:
-    """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner)."""
+def parse_state_document(data: bytes | str, *, expected_manifests: Known = ()) -> StateDocument:
+    """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
+
+    ``expected_manifests`` as for :func:`parse_single_owner`."""
+    known = tuple(expected_manifests)
     with gc_paused(len(data) >= LARGE_DOCUMENT):
         obj = _decode(data)
         if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
-            return _shared_root_from_obj(obj)
-        return _single_owner_from_obj(obj, plain_strings=_plain_strings(data))
+            return _shared_root_from_obj(obj, known)
+        return _single_owner_from_obj(obj, known, plain_strings=_plain_strings(data))
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -13,27 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from distributor_core import paths as lp
 from distributor_core.bundle import Manifest, ManifestError, ManifestFile
-from distributor_core.jsonfmt import _go_escape as go_escape  # the exact rule Go's encoder applies
-from distributor_core.jsonfmt import dumps_compact
+from distributor_core.jsonfmt import dumps_compact, go_escape
 from distributor_core.timefmt import ZERO_TIME, TimestampError, parse_rfc3339
 
 #: the string encoder json.dumps(ensure_ascii=False) uses (the C one when available)
 _encode_string = json.encoder.encode_basestring
 
-#: characters ``paths.check_path`` accepts (newline is the joiner): no backslash, control
-#: character, DEL or surrogate
-_PATH_CHARS = re.compile(r"[^\\\x00-\x09\x0b-\x1f\x7f\ud800-\udfff]*")
-#: an empty, "." or ".." segment (a leading or trailing "/" makes an empty one)
-_BAD_SEGMENT = re.compile(r"(?:\A|[/\n])\.{0,2}(?=[/\n]|\Z)")
-#: reserved names all start with ".distributor"; a final "manifest.json" segment is refused
-_MANIFEST_LAST = re.compile(r"(?:\A|[/\n])manifest\.json(?=\n|\Z)")
 _DIGESTS = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*sha256:[0-9a-f]{64}")
 _DIGEST_LEN = len("sha256:") + 64
 #: absolute http(s) URLs with a plain ASCII host (and optional small port) and no whitespace
@@ -53,25 +44,8 @@ def _joined(values: Sequence[Any]) -> str | None:
     return text
 
 
-def bundle_paths_valid(paths: Sequence[Any]) -> bool:
-    """True when every value is a valid bundle/output path (``source_path_problem`` is None)."""
-    if not paths:
-        return True
-    text = _joined(paths)
-    if text is None or ".distributor" in text:
-        return False
-    # characters: printable (no control character, DEL or surrogate) and no backslash; text that
-    # is not printable for another reason (say a no-break space) gets the exact character scan
-    if "\\" in text or not (text.replace("\n", "").isprintable() or _PATH_CHARS.fullmatch(text)):
-        return False
-    # segments: none empty ("//", a leading or trailing "/", an empty path), "." or ".."
-    if text[:1] in ("", "/", "\n") or text[-1] in ("/", "\n"):
-        return False
-    if "//" in text or "/\n" in text or "\n/" in text or "\n\n" in text:
-        return False
-    if (text[0] == "." or "/." in text or "\n." in text) and _BAD_SEGMENT.search(text) is not None:
-        return False
-    return "manifest.json" not in text or _MANIFEST_LAST.search(text) is None
+#: the column check of the path rules lives with the rules (``paths``)
+bundle_paths_valid = lp.bundle_paths_valid
 
 
 def digests_valid(values: Sequence[Any]) -> bool:
@@ -214,24 +188,12 @@ def manifest_from_obj_fast(obj: Any) -> Manifest | None:
     return manifest if manifest_valid(manifest) else None
 
 
-#: manifests a caller expects a document it is about to parse to record (planning passes the
-#: source manifest): a recorded manifest equal to one of them is reused instead of rebuilt
-_EXPECTED: ContextVar[tuple[Manifest, ...]] = ContextVar("distributor_expected_manifests", default=())
-
-
-@contextmanager
-def expected_manifests(*manifests: Manifest | None) -> Iterator[None]:
-    token = _EXPECTED.set(tuple(m for m in manifests if m is not None))
-    try:
-        yield
-    finally:
-        _EXPECTED.reset(token)
-
-
-def expected_manifest_for(obj: Any) -> Manifest | None:
-    """An expected manifest that ``obj`` (a decoded manifest object) describes exactly and that
-    is valid; parsing ``obj`` would build an equal manifest, so it can be used instead."""
-    for manifest in _EXPECTED.get():
+def expected_manifest_for(obj: Any, expected: Sequence[Manifest]) -> Manifest | None:
+    """The manifest of ``expected`` (manifests the caller expects the document to record, such
+    as the source manifest being planned) that ``obj``, a decoded manifest object, describes
+    exactly and that is valid: parsing ``obj`` would build an equal manifest, so that one can be
+    used instead. ``None`` when none qualifies."""
+    for manifest in expected:
         if _describes(obj, manifest) and manifest_valid(manifest):
             return manifest
     return None

@@ -3,9 +3,10 @@
 The standard library only uses its C encoder when ``indent`` is ``None``; an indented document is
 encoded by the pure-Python encoder, about ten times slower. Here every innermost container (a
 dict or list holding only scalars, such as a state output record or a list of paths) is encoded
-by one C-encoder call whose item separator carries the newline and indentation, and only the
-levels above it are walked in Python. Go's HTML-safe escapes are applied to the whole text
-afterwards exactly as ``jsonfmt`` does.
+by one call of a public ``json.JSONEncoder`` without ``indent`` (so the C encoder runs) whose item
+separator carries the newline and indentation, and only the levels above it are walked in
+Python. Go's HTML-safe escapes are applied to the whole text afterwards exactly as ``jsonfmt``
+does.
 """
 
 from __future__ import annotations
@@ -15,25 +16,24 @@ import json
 from itertools import chain
 from typing import Any
 
-from distributor_core.jsonfmt import _go_escape as go_escape  # the exact rule jsonfmt applies
+from distributor_core.jsonfmt import go_escape
 
+#: the string encoder ``json.JSONEncoder(ensure_ascii=False)`` uses (the C one when available)
 _encode_string = json.encoder.encode_basestring
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _INDENT = "  "
-
-
-def _default(value: Any) -> Any:
-    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
 @functools.lru_cache(maxsize=64)
 def _flat_encoder(item_separator: str) -> Any:
-    """The C encoder with ``item_separator`` (newline + indentation) and ``": "`` keys."""
-    return _c_make_encoder(None, _default, _encode_string, None, ": ", item_separator, False, False, False)
+    """``encode`` of an encoder with ``item_separator`` (newline + indentation) and ``": "`` keys,
+    no indent: the standard library then encodes in C."""
+    return json.JSONEncoder(
+        ensure_ascii=False, allow_nan=False, check_circular=False, separators=(item_separator, ": ")
+    ).encode
 
 
 def _c_encode(value: Any, item_separator: str) -> str:
-    return "".join(_flat_encoder(item_separator)(value, 0))
+    return _flat_encoder(item_separator)(value)
 
 
 def _scalar(value: Any) -> str | None:
@@ -118,8 +118,6 @@ def _stdlib(value: Any, level: int) -> str:
 
 def dumps_indented(value: Any) -> str:
     """Exactly ``jsonfmt.dumps_indented(value)``."""
-    if _c_make_encoder is None:  # no C accelerator: nothing to gain
-        return go_escape(json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)) + "\n"
     return go_escape(_encode(value, 0)) + "\n"
 
 

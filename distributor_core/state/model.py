@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import TypeAlias
 
 from distributor_core.bundle import Manifest
@@ -19,12 +20,28 @@ LEGACY_SCHEMA_VERSION = 1
 SINGLE_OWNER_SCHEMA_VERSION = 2
 SHARED_ROOT_SCHEMA_VERSION = 3
 
-STATE_MODE_SINGLE_OWNER = "single_owner"
-STATE_MODE_SHARED_ROOT = "shared_root"
 
-RECONCILIATION_REPLACE = "replace"
-RECONCILIATION_MERGE = "merge"
-RECONCILIATION_MODES = (RECONCILIATION_REPLACE, RECONCILIATION_MERGE)
+
+class StateMode(StrEnum):
+    """``state.mode``: who a destination bundle path belongs to (core-semantics §2.1)."""
+
+    SINGLE_OWNER = "single_owner"
+    SHARED_ROOT = "shared_root"
+
+
+class ReconciliationMode(StrEnum):
+    """``reconciliation.mode``: what happens to outputs a new publication omits (§5.2)."""
+
+    REPLACE = "replace"
+    MERGE = "merge"
+
+
+STATE_MODE_SINGLE_OWNER = StateMode.SINGLE_OWNER
+STATE_MODE_SHARED_ROOT = StateMode.SHARED_ROOT
+
+RECONCILIATION_REPLACE = ReconciliationMode.REPLACE
+RECONCILIATION_MERGE = ReconciliationMode.MERGE
+RECONCILIATION_MODES = tuple(ReconciliationMode)
 
 OUTPUT_KIND_SOURCE = "source"
 OUTPUT_KIND_GENERATED = "generated"
@@ -85,7 +102,7 @@ class OutputRecord:
             _utc(self, "updated_at")
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
+@dataclass(frozen=True, slots=True)
 class SingleOwnerState:
     """Schema 2 state (also the in-memory form of a schema 1 file)."""
 
@@ -165,7 +182,7 @@ class SharedOutputRecord:
         return OwnerScope(self.pipeline_id, self.destination_id)
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
+@dataclass(frozen=True, slots=True)
 class SharedRootState:
     """Schema 3 state: several owners publishing disjoint outputs into one root."""
 

@@ -6,11 +6,11 @@ Checks run in the Go reference's order so a document with several problems repor
 
 from __future__ import annotations
 
-import weakref
 from datetime import datetime
 from operator import attrgetter
 from urllib.parse import urlsplit
 
+from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
@@ -64,24 +64,6 @@ def check_http_url(url: str) -> str | None:
 def _required_time(value: datetime, context: str) -> None:
     if is_zero(value):
         raise StateError(f"{context} is required")
-
-
-#: Documents that passed full validation, by identity. State values are frozen all the way down
-#: (tuples of frozen records, a frozen manifest with a tuple of frozen files), so a document
-#: validated once stays valid; planning validates the state it just parsed again and marshalling
-#: a parsed state would too. Weak values: an entry disappears with its document.
-_VALIDATED: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
-
-
-def _known_valid(doc: object) -> bool:
-    return _VALIDATED.get(id(doc)) is doc
-
-
-def _remember_valid(doc: object) -> None:
-    try:
-        _VALIDATED[id(doc)] = doc
-    except TypeError:  # not weak-referenceable: simply not remembered
-        pass
 
 
 def _check_manifest(manifest: Manifest | None, context: str) -> None:
@@ -138,10 +120,10 @@ def _outputs_valid_fast(
         paths = list(map(_PATH, outputs))
         if len(set(paths)) != len(paths):
             return False
-        if paths != valid_paths and not fastcheck.bundle_paths_valid(paths):
+        if paths != valid_paths and not lp.bundle_paths_valid(paths):
             return False
         sources = list(map(_SOURCE_PATH, outputs))
-        if sources != valid_paths and sources != paths and not fastcheck.bundle_paths_valid(sources):
+        if sources != valid_paths and sources != paths and not lp.bundle_paths_valid(sources):
             return False
         kinds = set(map(_KIND, outputs))
         if not kinds <= set(OUTPUT_KINDS):
@@ -184,8 +166,6 @@ def _validate_single_owner(
 ) -> SingleOwnerState:
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
-    if state_mode == STATE_MODE_SINGLE_OWNER and _known_valid(state):
-        return state
     if not state.pipeline_id:
         raise StateError("state pipeline_id is required")
     if not state.destination_id:
@@ -211,7 +191,6 @@ def _validate_single_owner(
             _required_time(output.created_at, f"state outputs[{index}].created_at")
             _required_time(output.updated_at, f"state outputs[{index}].updated_at")
             _check_unique_path(index, output.path, seen)
-    _remember_valid(state)
     return state
 
 
@@ -220,7 +199,7 @@ def validate_single_owner(state: SingleOwnerState) -> SingleOwnerState:
     return _validate_single_owner(state, state_mode=STATE_MODE_SINGLE_OWNER)
 
 
-def _check_owner(index: int, owner: OwnerRecord) -> None:
+def _check_owner(index: int, owner: OwnerRecord, *, manifest_checked: bool = False) -> None:
     prefix = f"state owners[{index}]"
     if not isinstance(owner, OwnerRecord):
         raise StateError(f"{prefix} must be an owner record")
@@ -230,7 +209,8 @@ def _check_owner(index: int, owner: OwnerRecord) -> None:
         raise StateError(f"{prefix}.destination_id is required")
     if owner.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError(f"{prefix}.reconciliation.mode must be replace or merge")
-    _check_manifest(owner.manifest, f"{prefix}.source.manifest")
+    if not manifest_checked:
+        _check_manifest(owner.manifest, f"{prefix}.source.manifest")
     _check_url(owner.primary_url, f"{prefix}.links.primary_url")
 
 
@@ -255,18 +235,19 @@ def _check_shared_output(index: int, output: SharedOutputRecord, owners: set[Own
     _required_time(output.updated_at, f"{prefix}.updated_at")
 
 
-def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedRootState:
+def _validate_shared_root(
+    state: SharedRootState, *, state_mode: str, manifests_checked: bool = False
+) -> SharedRootState:
+    """``manifests_checked``: the owners' manifests are known valid (the parser built them)."""
     if not isinstance(state, SharedRootState):
         raise StateError("destination state document is empty")
-    if state_mode == STATE_MODE_SHARED_ROOT and _known_valid(state):
-        return state
     _required_time(state.created_at, "state created_at")
     _required_time(state.updated_at, "state updated_at")
     if state_mode != STATE_MODE_SHARED_ROOT:
         raise StateError("state state.mode must be shared_root")
     owners: set[OwnerScope] = set()
     for index, owner in enumerate(state.owners):
-        _check_owner(index, owner)
+        _check_owner(index, owner, manifest_checked=manifests_checked)
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
@@ -275,7 +256,6 @@ def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedR
         for index, output in enumerate(state.outputs):
             _check_shared_output(index, output, owners)
             _check_unique_path(index, output.path, seen)
-    _remember_valid(state)
     return state
 
 

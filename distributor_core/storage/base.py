@@ -1,9 +1,10 @@
 """The one storage protocol every backend implements (core-semantics §8, resolutions A4).
 
 Backends implement a small set of primitives (``stat``, ``open_read``, ``write_stream``,
-``rename``, ``delete_file``, ``_iter_entries``, ``_remove_dir_if_empty``); everything else
-(sorted bounded walks, has-any, managed deletes, prefix deletes) is implemented here once on
-top of them. Backends may override a generic method for speed (S3 batches deletes).
+``rename``, ``delete_file``, ``_iter_entries``, ``_remove_dir_if_empty``) and declare what they
+can do (``capabilities``, see :mod:`.capabilities`); everything else (sorted bounded walks,
+has-any, managed deletes, prefix deletes) is implemented here once on top of them. Backends may
+override a generic method for speed (S3 batches deletes).
 
 All paths are logical paths (see :mod:`distributor_core.paths`), validated before any I/O.
 """
@@ -11,13 +12,15 @@ All paths are logical paths (see :mod:`distributor_core.paths`), validated befor
 from __future__ import annotations
 
 import hashlib
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from distributor_core import paths as lp
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 EntryType = Literal["file", "directory", "symlink", "other"]
@@ -63,6 +66,20 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE) -> Iterator[bytes]:
         yield chunk
 
 
+class ReadStream(io.RawIOBase):
+    """Base of the backends' read streams (what ``open_read`` returns): subclasses implement
+    ``read``; ``readinto`` fills a caller's buffer from it."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
 class HashingVerifier:
     """Counts and hashes bytes as they pass; :meth:`check` compares with expectations."""
 
@@ -97,14 +114,18 @@ class Storage(ABC):
     """Abstract storage backend rooted at a configured location.
 
     Subclasses set ``backend`` (``local``, ``ssh``, ``s3``) and ``root_display`` (the configured
-    root shown in reports: local/ssh path, s3 prefix; ``.`` when empty).
+    root shown in reports: local/ssh path, s3 prefix; ``.`` when empty), and state their
+    ``capabilities`` (a class attribute or a property; a subclass that does not cannot be
+    instantiated, so a wrapper cannot drop the declaration of what it wraps).
     """
 
     backend: str = "abstract"
     root_display: str = "."
-    #: True when ``rename`` is a cheap atomic metadata operation (local, SFTP). Object stores
-    #: implement rename as copy + delete and write objects atomically in place instead.
-    atomic_rename: bool = True
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this backend can do; callers branch on it (never on ``backend``)."""
 
     # ------------------------------------------------------------------ primitives
 
@@ -128,6 +149,7 @@ class Storage(ABC):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         """Stream ``chunks`` to ``path``, creating parent directories.
 
@@ -139,6 +161,13 @@ class Storage(ABC):
         writer. ``if_revision`` makes the write conditional on the current revision of ``path``
         (``conflict`` when it differs). An exception from the ``chunks`` iterator propagates
         after cleanup.
+
+        ``in_place`` (backends declaring ``Feature.IN_PLACE_WRITES``, others refuse it with
+        ``unsupported``): ``path`` is a name the caller owns, such as the executor's reserved
+        staging temporary. It is created exclusively (an existing entry: ``already_exists``) and
+        written directly, without a temporary of the backend's own, so partial content is
+        visible under ``path`` while the write runs; on any failure the file is removed again.
+        It creates a new file, so ``overwrite`` and ``if_revision`` must not be given with it.
         """
 
     @abstractmethod
@@ -182,6 +211,17 @@ class Storage(ABC):
             raise self.error(op, path, ErrorKind.INVALID_PATH, problem)
         return path
 
+    def _check_in_place(
+        self, op: str, path: str, *, in_place: bool, overwrite: bool, if_revision: str | None
+    ) -> None:
+        """Refuse an ``in_place`` write this backend cannot do, or one that would replace."""
+        if not in_place:
+            return
+        if Feature.IN_PLACE_WRITES not in self.capabilities:
+            raise self.error(op, path, ErrorKind.UNSUPPORTED, f"in-place writes are not supported by {self.backend}")
+        if overwrite or if_revision is not None:
+            raise ValueError("an in-place write creates a new file: overwrite and if_revision do not apply")
+
     def _check_prefix(self, op: str, prefix: str) -> str:
         if prefix == "":
             return prefix
@@ -200,10 +240,10 @@ class Storage(ABC):
 
     def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
         """``stat(path)`` plus the sha256 of the whole content that the backend itself stored and
-        vouches for, as ``sha256:<hex>``, or ``None`` when it has none (then read the bytes to
-        know it). Only S3 has one (a ``ChecksumSHA256`` it verified at upload); the default is
-        a plain ``stat`` and ``None``."""
-        return self.stat(path), None
+        vouches for, as ``sha256:<hex>``, or ``None`` when this object has none (then read the
+        bytes to know it). Only backends declaring ``Feature.STORED_SHA256`` answer; others
+        refuse it with ``unsupported``."""
+        raise self.error("stat", path, ErrorKind.UNSUPPORTED, f"stored checksums are not supported by {self.backend}")
 
     def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """Whole content of a small file (state files, journals, locks)."""

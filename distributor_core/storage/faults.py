@@ -5,21 +5,25 @@ kind and fails the calls its :class:`Fault` rules select. The generic operations
 :class:`~distributor_core.storage.base.Storage` (walk, has_any, the managed and prefix deletes,
 read_bytes, write_bytes, ...) are *not* forwarded: they run here, on top of the wrapped
 primitives, so every stat, delete or listing they make can be failed. (A backend's own faster
-versions, such as S3's batched deletes, are therefore bypassed under the wrapper.)
+versions, such as S3's batched deletes, are therefore bypassed under the wrapper.) The wrapped
+backend's declared ``capabilities`` are reported as they are, less :data:`NOT_FORWARDED` (the
+features a backend provides by overriding a generic operation, which the wrapper runs itself:
+``batched_deletes``), and every argument of a primitive (``in_place`` included) is passed on, so
+callers take the same branches as without the wrapper.
 
 Kinds of calls (``OpKind``):
 
-========== ======================================= ======================
-kind       primitive                               default error kind
-========== ======================================= ======================
-``write``  ``write_stream`` (and ``write_bytes``)  ``other``
-``rename`` ``rename``                              ``other``
-``delete`` ``delete_file``                         ``permission``
-``stat``   ``stat`` (and ``exists``)               ``other``
-``list``   ``_iter_entries`` (walk, scan, has_any) ``other``
-``read``   ``open_read`` (and ``read_bytes``)      ``other``
-``rmdir``  ``_remove_dir_if_empty``                ``other``
-========== ======================================= ======================
+========== =============================================== ======================
+kind       primitive                                       default error kind
+========== =============================================== ======================
+``write``  ``write_stream`` (and ``write_bytes``)          ``other``
+``rename`` ``rename``                                      ``other``
+``delete`` ``delete_file``                                 ``permission``
+``stat``   ``stat``, ``stat_with_sha256`` (and ``exists``) ``other``
+``list``   ``_iter_entries`` (walk, scan, has_any)         ``other``
+``read``   ``open_read`` (and ``read_bytes``)              ``other``
+``rmdir``  ``_remove_dir_if_empty``                        ``other``
+========== =============================================== ======================
 
 Typical use: run once through a wrapper without faults and read :meth:`count`, then, for every
 ``n`` up to that count, run again with ``Fault("write", nth=n)``::
@@ -37,15 +41,20 @@ effect and raises afterwards (a lost acknowledgement).
 
 from __future__ import annotations
 
-import io
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-from distributor_core.storage.base import Entry, Storage
+from distributor_core.storage.base import Entry, ReadStream, Storage
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
+
+#: features the wrapper does not report: the backend implements them in a generic operation of
+#: its own (S3's ``delete_paths`` and ``delete_prefix``), which runs here on the wrapped
+#: primitives instead, one ``delete_file`` per target
+NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES})
 
 OpKind = Literal["write", "rename", "delete", "stat", "list", "read", "rmdir"]
 OP_KINDS: tuple[OpKind, ...] = ("write", "rename", "delete", "stat", "list", "read", "rmdir")
@@ -127,7 +136,6 @@ class FaultInjectingStorage(Storage):
         self.inner = inner
         self.backend = inner.backend
         self.root_display = inner.root_display
-        self.atomic_rename = inner.atomic_rename
         self._lock = threading.Lock()
         self._faults: list[Fault] = list(faults)
         self._counts: Counter[str] = Counter()
@@ -135,6 +143,11 @@ class FaultInjectingStorage(Storage):
         self.calls: list[tuple[str, str]] = []
         #: the calls that were failed, as ``(kind, path)``
         self.injected: list[tuple[str, str]] = []
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped backend's declaration, less :data:`NOT_FORWARDED`."""
+        return self.inner.capabilities.without(*NOT_FORWARDED)
 
     def __getattr__(self, name: str) -> Any:
         # backend-specific attributes (root, bucket, client, ...) of the wrapped storage
@@ -253,6 +266,14 @@ class FaultInjectingStorage(Storage):
         self._after(fault, "stat", path)
         return entry
 
+    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
+        # a stat of the wrapped backend (``stored_sha256`` passes through; refused without it)
+        fault = self._select("stat", path)
+        self._before(fault, "stat", path)
+        answer = self.inner.stat_with_sha256(path)
+        self._after(fault, "stat", path)
+        return answer
+
     def open_read(self, path: str) -> BinaryIO:
         fault = self._select("read", path)
         self._before(fault, "read", path)
@@ -274,6 +295,7 @@ class FaultInjectingStorage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         fault = self._select("write", path)
         self._before(fault, "write", path)
@@ -287,6 +309,7 @@ class FaultInjectingStorage(Storage):
             expected_sha256=expected_sha256,
             content_type=content_type,
             if_revision=if_revision,
+            in_place=in_place,
         )
         self._after(fault, "write", path)
         return entry
@@ -335,7 +358,7 @@ def _fail_after(chunks: Iterable[bytes], limit: int, error: Callable[[], BaseExc
         raise error()
 
 
-class _FailingReader(io.RawIOBase):
+class _FailingReader(ReadStream):
     """A read stream that raises after ``limit`` bytes were returned."""
 
     def __init__(self, inner: BinaryIO, limit: int, error: Callable[[], BaseException]) -> None:
@@ -343,9 +366,6 @@ class _FailingReader(io.RawIOBase):
         self._inner = inner
         self._left = limit
         self._error = error
-
-    def readable(self) -> bool:
-        return True
 
     def read(self, size: int | None = -1) -> bytes:
         if self._left <= 0:
@@ -362,12 +382,6 @@ class _FailingReader(io.RawIOBase):
             if not data:
                 return b"".join(parts)
             parts.append(data)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         try:

@@ -4,14 +4,14 @@ The configured root may itself be reached through a symlink; below it, every anc
 target is ``lstat``-ed and a symlink is refused, so no operation can escape the root. Writes go
 to a reserved temporary sibling (``.distributor-tmp-<16 hex>``) and are renamed into place only
 after their size and sha256 were verified; ``overwrite=False`` publishes with ``link()``, which
-never clobbers a file a racing writer created.
+never clobbers a file a racing writer created. ``in_place`` writes (the executor's own staging
+temporaries) create the named file exclusively and write it directly.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat as st
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,16 +21,12 @@ from typing import BinaryIO
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 _DIR_MODE = 0o755
 _FILE_MODE = 0o644
 
-#: A logical path that certainly passes ``paths.check_path``: non-empty segments of characters
-#: that are neither control characters, DEL, backslashes nor surrogates, and no ``.``/``..``
-#: segment. Anything else takes the full check (and its exact message).
-_SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f\ud800-\udfff]+"
-_CLEAN_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
 
 
 def _entry_type(mode: int) -> EntryType:
@@ -118,17 +114,26 @@ def _write_verified(fd: int, chunks: Iterable[bytes], verifier: HashingVerifier)
 class LocalStorage(Storage):
     backend = "local"
 
-    #: outputs the executor may write at once, and files source validation may stream at once,
-    #: when files are large enough (``parallel_min_file_size`` on average): hashing and copying
-    #: big buffers release the GIL, so two threads keep two cores busy. Small files stay
-    #: sequential: their cost is interpreter work and the GIL hand-offs of extra threads would
-    #: cost more than they overlap.
-    max_parallel_writes = 2
-    max_parallel_reads = 2
-    parallel_min_file_size = 1024 * 1024
-    #: open_read returns at once for a FIFO or device (opened non-blocking, then refused), so a
-    #: reader may open before it stats
-    opens_special_files_safely = True
+    #: Two outputs written, or two source files validated, at once when files are large enough
+    #: (1 MiB on average): hashing and copying big buffers release the GIL, so two threads keep
+    #: two cores busy. Small files stay sequential: their cost is interpreter work and the GIL
+    #: hand-offs of extra threads would cost more than they overlap. ``open_read`` returns at
+    #: once for a FIFO or device (opened non-blocking, then refused).
+    capabilities = Capabilities(
+        frozenset(
+            {
+                Feature.ATOMIC_RENAME,
+                Feature.IN_PLACE_WRITES,
+                Feature.CONDITIONAL_WRITES,
+                Feature.EXCLUSIVE_CREATE,
+                Feature.REVISIONS,
+                Feature.NONBLOCKING_OPEN,
+            }
+        ),
+        parallel_writes=2,
+        parallel_reads=2,
+        parallel_min_file_size=1024 * 1024,
+    )
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False, display: str | None = None) -> None:
         self.root = Path(os.path.abspath(os.fspath(root)))
@@ -142,7 +147,7 @@ class LocalStorage(Storage):
     # ------------------------------------------------------------------ path handling
 
     def _check_path(self, op: str, path: str) -> str:
-        if type(path) is str and _CLEAN_PATH.fullmatch(path) is not None:
+        if lp.is_valid_path(path):  # the compiled rule; anything else gets the exact message
             return path
         return super()._check_path(op, path)
 
@@ -247,13 +252,15 @@ class LocalStorage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         op = "write"
+        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
         self._check_path(op, path)
         self._ensure_parent(op, path)
         final = self._os_path(path)
-        if not overwrite and if_revision is None and lp.basename(path).startswith(lp.TEMP_PREFIX):
-            return self._write_reserved_temp(op, path, final, chunks, expected_size, expected_sha256)
+        if in_place:
+            return self._write_in_place(op, path, final, chunks, expected_size, expected_sha256)
         if not overwrite and os.path.lexists(final):
             raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
         temp_logical = lp.sibling_temp_path(path)
@@ -279,7 +286,7 @@ class LocalStorage(Storage):
             raise
         return Entry(path=path, type="file", size=verifier.size)
 
-    def _write_reserved_temp(
+    def _write_in_place(
         self,
         op: str,
         path: str,
@@ -288,11 +295,10 @@ class LocalStorage(Storage):
         expected_size: int | None,
         expected_sha256: str | None,
     ) -> Entry:
-        """Write a reserved ``.distributor-tmp-*`` name (the engine's staging file) in place.
-
-        Nobody reads a temporary as content and exclusive creation already refuses an existing
-        entry, so a second temporary plus a link would only double the metadata work. On any
-        failure the file this call created is removed, leaving nothing under ``path``.
+        """Create ``path`` exclusively and write it directly (the caller owns the name, e.g. the
+        executor's staging temporary: a second temporary plus a link would only double the
+        metadata work). On any failure the file this call created is removed, leaving nothing
+        under ``path``.
         """
         try:
             fd = os.open(final, _CREATE_FLAGS, _FILE_MODE)

@@ -27,18 +27,22 @@ a leading ``/``). Decisions:
 * **Rename** is a server-side copy (``CopyObject`` with ``x-amz-copy-source-if-match`` on the
   ETag read by the pre-check; a multipart ``UploadPartCopy`` above ``multipart_copy_threshold``)
   followed by ``DeleteObject`` of the source. It is not atomic: a failure between the two
-  leaves both objects. ``atomic_rename`` is therefore ``False``.
-* **Batched deletes.** ``delete_paths`` stats its targets concurrently, then removes them with
-  ``DeleteObjects`` in batches of 1000. It keeps the base semantics (root refused, directory →
-  ``unsupported``, missing skipped or ``not_found``) and raises for the first failure in
-  planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in planned
-  order (a failed batch may have removed keys planned after the failing one).
-* **Parallel writes.** ``max_parallel_writes`` (default 4) tells the executor how many outputs to
-  write at once; multipart parts of all writes share one bound of ``max_concurrency`` in flight.
-* **Stored checksums.** ``stat_with_sha256`` reads an object's ``ChecksumSHA256`` (``HeadObject``
-  with ``ChecksumMode=ENABLED``) and returns it when it is the sha256 of the whole object
-  (``FULL_OBJECT``, or a single-part object), so an audit need not download it. This backend
-  does not ask S3 to store one on its own uploads.
+  leaves both objects, so ``Feature.ATOMIC_RENAME`` is not declared (the executor writes outputs
+  straight to their final names instead), nor ``IN_PLACE_WRITES`` (every write is already
+  invisible until complete).
+* **Batched deletes** (``Feature.BATCHED_DELETES``). ``delete_paths`` and ``delete_prefix``
+  remove objects with ``DeleteObjects`` in batches of 1000 (``delete_paths`` first stats its
+  targets concurrently; ``delete_prefix`` lists once). They keep the base semantics (root
+  refused, directory → ``unsupported``, missing skipped or ``not_found``) and raise for the first
+  failure in planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in
+  planned order (a failed batch may have removed keys planned after the failing one).
+* **Parallel writes.** ``max_parallel_writes`` (default 4) is declared as
+  ``capabilities.parallel_writes``: how many outputs the executor writes at once; multipart parts
+  of all writes share one bound of ``max_concurrency`` in flight.
+* **Stored checksums** (``Feature.STORED_SHA256``). ``stat_with_sha256`` reads an object's
+  ``ChecksumSHA256`` (``HeadObject`` with ``ChecksumMode=ENABLED``) and returns it when it is the
+  sha256 of the whole object (``FULL_OBJECT``, or a single-part object), so an audit need not
+  download it. This backend does not ask S3 to store one on its own uploads.
 * **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
   bug can never write.
 """
@@ -47,7 +51,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -57,7 +60,8 @@ from types import SimpleNamespace
 from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
-from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, Storage
+from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, ReadStream, Storage
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3_content import content_type_for
 from distributor_core.storage.s3_errors import map_error
@@ -190,7 +194,7 @@ def _md5_instead_of_crc32(request: Any, **_: Any) -> None:
     headers["Content-MD5"] = content_md5(body)
 
 
-class _S3ReadStream(io.RawIOBase):
+class _S3ReadStream(ReadStream):
     """A GetObject body as a binary stream whose reads return full buffers (short only at EOF)
     and whose transport failures are storage errors."""
 
@@ -199,9 +203,6 @@ class _S3ReadStream(io.RawIOBase):
         self._storage = storage
         self._path = path
         self._body = body
-
-    def readable(self) -> bool:
-        return True
 
     def _read_some(self, size: int) -> bytes:
         if self.closed:
@@ -232,12 +233,6 @@ class _S3ReadStream(io.RawIOBase):
                 return b"".join(parts)
             parts.append(data)
 
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
     def close(self) -> None:
         if not self.closed:
             try:
@@ -250,7 +245,6 @@ class S3Storage(Storage):
     """Objects under ``s3://<bucket>/<prefix>/`` as a storage backend."""
 
     backend = "s3"
-    atomic_rename = False
 
     def __init__(
         self,
@@ -312,6 +306,18 @@ class S3Storage(Storage):
         self.multipart_copy_threshold = multipart_copy_threshold
         self.copy_part_size = copy_part_size
         self.max_parallel_writes = max_parallel_writes
+        self._capabilities = Capabilities(
+            frozenset(
+                {
+                    Feature.CONDITIONAL_WRITES,
+                    Feature.EXCLUSIVE_CREATE,
+                    Feature.REVISIONS,
+                    Feature.BATCHED_DELETES,
+                    Feature.STORED_SHA256,
+                }
+            ),
+            parallel_writes=max_parallel_writes,
+        )
         # parts in flight across every write of this storage (parallel writes share the bound)
         self._part_slots = threading.BoundedSemaphore(max_concurrency)
         # recycled part buffers shared by all writes: at most parts in flight + one per write
@@ -354,14 +360,16 @@ class S3Storage(Storage):
             dry_run=dry_run,
         )
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
     def __repr__(self) -> str:
         return f"S3Storage(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
 
     def close(self) -> None:
-        if self._owns_client:
-            close = getattr(self.client, "close", None)
-            if close is not None:
-                close()
+        if self._owns_client:  # a client build_client made (botocore clients have close())
+            self.client.close()
 
     # ------------------------------------------------------------------ keys and errors
 
@@ -481,8 +489,10 @@ class S3Storage(Storage):
         expected_sha256: str | None = None,
         content_type: str | None = None,
         if_revision: str | None = None,
+        in_place: bool = False,
     ) -> Entry:
         op = "write"
+        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
         self._check_path(op, path)
         self._check_writable(op, path)
         conditions = self._write_conditions(op, path, overwrite=overwrite, if_revision=if_revision)

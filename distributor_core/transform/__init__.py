@@ -1,4 +1,7 @@
-"""Transforms that turn source files into generated outputs (core-semantics §4.4.2)."""
+"""Transforms that turn source files into generated outputs (core-semantics §4.4.2).
+
+Owns: rendering (bytes in, bytes out). Must not know: storage, state, planning, any shell.
+"""
 
 from distributor_core.transform.markdown import (
     HTML_MODES,

@@ -15,6 +15,9 @@ Example::
         status = client.status(result.run_id)
 
 See ``docs/consumers/client.md``.
+
+Owns: the producer side of the upload API (requests, retries, errors). Must not know: the
+server's internals, destinations, state, Dagster.
 """
 
 from distributor_core.upload.client import RunStatus, UploadClient, UploadResult

@@ -20,9 +20,10 @@ import pytest
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
 from distributor_core.bundle import Manifest, ManifestFile, build_manifest, bundle_digest, write_manifest
+from distributor_core.execute.facts import build_plan
 from distributor_core.execute.publish import PublishOutcome, publish
-from distributor_core.plan.model import DestinationPolicy, LinkPolicy, Plan, PlanRequest, TransferPolicy
-from distributor_core.plan.planner import build_plan
+from distributor_core.execute.request import PlanRequest
+from distributor_core.plan.model import DestinationPolicy, LinkPolicy, Plan, TransferPolicy
 from distributor_core.state import (
     OutputRecord,
     OwnerRecord,

@@ -1,16 +1,161 @@
-"""Outcome → action mapping (core-semantics §4.3, resolutions B3), as a pure table and through
-``build_plan`` against real destinations for every comparison outcome."""
+"""Outcome → action mapping (core-semantics §4.3, resolutions B3): the code's table against the
+spec's rows, the table executed, and ``build_plan`` against real destinations for every outcome."""
 
 from __future__ import annotations
+
+import re
+from itertools import product
+from pathlib import Path
 
 import pytest
 
 from distributor_core.compare import Comparison, Outcome
-from distributor_core.plan.actions import map_outcome
+from distributor_core.plan.actions import (
+    ACTION_TABLE,
+    COMPARISON_REASON,
+    CONFLICT_OUTCOMES,
+    POLICY_FIELD,
+    REASON_REPUBLISH,
+    ActionRule,
+    map_outcome,
+)
 from distributor_core.plan.model import Action, TransferPolicy
 from distributor_core.state import SharedRootState
 
 from .conftest import CREATED, HOUR, Env, SharedOwner, manifest_for
+
+# core-semantics §4.3, transcribed cell by cell (Outcome, Policy, force, Action, Reason); the
+# test below checks this copy against the spec file itself wherever the spec is checked out
+SPEC_ROWS = [
+    ("`destination_absent`", "—", "any", "`publish_new`", "comparison reason"),
+    ("`destination_unmanaged`", "—", "false", "`fail_unmanaged`", "comparison reason"),
+    ("`destination_unmanaged`", "—", "true", "`force_replace`", "comparison reason"),
+    ("`same_source`", "`on_destination_same: skip`", "any", "`skip_same`", "comparison reason"),
+    (
+        "`same_source`",
+        "`on_destination_same: fail`",
+        "any",
+        "`fail_conflict`",
+        "`destination already matches source and transfer.on_destination_same is fail`",
+    ),
+    ("`destination_older`", "`on_destination_older: replace`", "any", "`replace_older`", "comparison reason"),
+    (
+        "`destination_older`",
+        "`on_destination_older: fail`",
+        "any",
+        "`fail_conflict`",
+        "`destination is older and transfer.on_destination_older is fail`",
+    ),
+    ("`destination_newer`", "`on_destination_newer: skip`", "any", "`skip_destination_newer`", "comparison reason"),
+    (
+        "`destination_newer`",
+        "`on_destination_newer: fail`",
+        "any",
+        "`fail_conflict`",
+        "`destination is newer and transfer.on_destination_newer is fail`",
+    ),
+    (
+        "`destination_newer`",
+        "`on_destination_newer: replace`",
+        "false",
+        "`fail_conflict`",
+        '`"destination is newer and replacement requires --force"` (exact, from troubleshooting docs)',
+    ),
+    ("`destination_newer`", "`on_destination_newer: replace`", "true", "`force_replace`", "comparison reason"),
+    ("conflict outcome", "`on_conflict: fail`", "any", "`fail_conflict`", "comparison reason"),
+    (
+        "conflict outcome",
+        "`on_conflict: replace`",
+        "false",
+        "`fail_conflict`",
+        "`<comparison reason>; replacement requires --force`",
+    ),
+    ("conflict outcome", "`on_conflict: replace`", "true", "`force_replace`", "comparison reason"),
+]
+
+
+def _spec_file() -> Path | None:
+    """``shared/spec/core-semantics.md`` beside the checkout or one level up (worktrees)."""
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "spec" / "core-semantics.md"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _plain(cell: str) -> str:
+    """A reason cell without Markdown decoration: backticks, quotes, a trailing remark."""
+    cell = re.sub(r"\s*\([^)]*\)$", "", cell.strip())
+    return cell.strip("`").strip('"')
+
+
+def _as_spec_row(rule: ActionRule) -> tuple[str, str, str, str, str]:
+    """One rule of the code's table in the spec's words."""
+    (outcome,) = rule.outcomes if len(rule.outcomes) == 1 else (None,)
+    label = f"`{outcome}`" if outcome is not None else "conflict outcome"
+    if rule.outcomes != {outcome} and rule.outcomes != CONFLICT_OUTCOMES:
+        raise AssertionError(f"rule covers an outcome group the spec does not name: {rule}")
+    field = POLICY_FIELD[next(iter(rule.outcomes))][0] if rule.choice is not None else None
+    policy = f"`{field}: {rule.choice}`" if field else "—"
+    force = "any" if rule.force is None else str(rule.force).lower()
+    reason = "comparison reason" if rule.reason == COMPARISON_REASON else rule.reason
+    return (label, policy, force, f"`{rule.action}`", reason.replace(COMPARISON_REASON, "<comparison reason>"))
+
+
+def _spec_rule_rows() -> list[ActionRule]:
+    """The code's rows that the spec table covers: all but resolutions B3's republish row."""
+    return [rule for rule in ACTION_TABLE if rule.republish is not True]
+
+
+def test_code_table_is_the_spec_table_row_by_row():
+    code = [_as_spec_row(rule) for rule in _spec_rule_rows()]
+    assert [row[:4] for row in code] == [row[:4] for row in SPEC_ROWS]
+    assert [row[4] for row in code] == [
+        "comparison reason" if cell == "comparison reason" else _plain(cell) for cell in (r[4] for r in SPEC_ROWS)
+    ]
+
+
+def test_spec_copy_matches_the_spec_file():
+    spec = _spec_file()
+    if spec is None:
+        pytest.skip("shared/spec/core-semantics.md is not checked out beside this repository")
+    text = spec.read_text(encoding="utf-8")
+    section = text[text.index("### 4.3 Outcome → action mapping") : text.index("### 4.4 Output planning")]
+    rows = [
+        tuple(cell.strip() for cell in line.strip().strip("|").split("|"))
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| Outcome")
+    ]
+    assert rows == SPEC_ROWS
+
+
+def test_republish_row_is_resolutions_b3():
+    (rule,) = [rule for rule in ACTION_TABLE if rule.republish is True]
+    assert rule.outcomes == {Outcome.SAME_SOURCE} and rule.choice is None and rule.force is None
+    assert (rule.action, rule.reason) == (Action.REPLACE_OLDER, REASON_REPUBLISH)
+    # and every other row applies with or without --republish, except same_source's own rows
+    for other in ACTION_TABLE:
+        if other is not rule:
+            assert other.republish is None or other.outcomes == {Outcome.SAME_SOURCE}
+
+
+def _cases():
+    for outcome in Outcome:
+        field = POLICY_FIELD.get(outcome)
+        for choice, force, republish in product(
+            (None,) if field is None else tuple(field[1]), (False, True), (False, True)
+        ):
+            yield outcome, field, choice, force, republish
+
+
+@pytest.mark.parametrize(("outcome", "field", "choice", "force", "republish"), list(_cases()))
+def test_map_outcome_executes_the_one_matching_row(outcome, field, choice, force, republish):
+    rows = [rule for rule in ACTION_TABLE if rule.matches(outcome, choice, force, republish)]
+    assert len(rows) == 1, rows
+    transfer = TransferPolicy(**({field[0]: choice} if field else {}))
+    decision = map_outcome(Comparison(outcome, "the reason"), transfer, force=force, republish=republish)
+    assert (decision.action, decision.reason) == (rows[0].action, rows[0].reason_for("the reason"))
+
 
 REASON = "comparison reason"
 CONFLICTS = [

@@ -23,6 +23,7 @@ from distributor_core import paths as lp
 from distributor_core.execute.publish import PublishOutcome
 from distributor_core.plan.model import Action
 from distributor_core.state import parse_state_document
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.faults import OP_KINDS, Fault, FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage
 
@@ -140,10 +141,10 @@ _counter = itertools.count()
 
 
 class ObjectStoreLocal(LocalStorage):
-    """Local storage driven through the executor's object-store branch (``atomic_rename`` false:
+    """Local storage driven through the executor's object-store branch (no ``atomic_rename``:
     outputs are written straight to their final names, as on S3)."""
 
-    atomic_rename = False
+    capabilities = LocalStorage.capabilities.without(Feature.ATOMIC_RENAME, Feature.IN_PLACE_WRITES)
 
 
 def _prepare(tmp_path: Path, scenario: str, faults=(), *, object_store: bool = False) -> Run:

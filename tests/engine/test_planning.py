@@ -389,6 +389,31 @@ def test_planning_performs_no_writes(env: Env, hooked):
     assert env.stats() == before
 
 
+def _reads(env: Env, hooked, manifest, **kwargs) -> tuple[str, list[tuple[str, str]]]:
+    plan = env.plan(manifest, dst=hooked, **kwargs)
+    return plan.action.value, hooked.calls
+
+
+def test_planning_reads_the_destination_in_protocol_order(env: Env, hooked):
+    """execute.facts answers plan.decide's requests in the order the checks need them: the state
+    file (stat before read), then has-any, the bounded listing or the stats of planned paths."""
+    manifest = env.source({"report.md": REPORT, "summary.txt": SUMMARY})
+    state = ("stat", "bundle/.distributor.json")
+    assert _reads(env, hooked, manifest) == ("publish_new", [state, ("list", "bundle")])
+    hooked.calls.clear()
+    env.put("bundle/stray.txt", b"x")
+    listing = ("list", "bundle")
+    assert _reads(env, hooked, manifest, force=True) == ("force_replace", [state, listing, listing])
+    hooked.calls.clear()
+    (env.dst_root / "bundle" / "stray.txt").unlink()
+    env.seed_single_owner({"report.md": b"old"}, mode="merge")
+    read = ("read", "bundle/.distributor.json")
+    assert _reads(env, hooked, manifest) == ("replace_older", [state, read, ("list", "bundle")])
+    hooked.calls.clear()
+    merged = _reads(env, hooked, manifest, reconciliation_mode="merge")
+    assert merged == ("replace_older", [state, read, ("stat", "bundle/summary.txt")])
+
+
 # --------------------------------------------------------------------------- C1 planning-time checks
 
 

@@ -16,10 +16,11 @@ import pytest
 from distributor_core import paths as lp
 from distributor_core.bundle import load_manifest
 from distributor_core.execute.executor import execute_plan
+from distributor_core.execute.facts import build_plan
 from distributor_core.execute.lock import DestinationLock
 from distributor_core.execute.publish import publish
-from distributor_core.plan.model import Action, DestinationPolicy, PlanRequest
-from distributor_core.plan.planner import build_plan
+from distributor_core.execute.request import PlanRequest
+from distributor_core.plan.model import Action, DestinationPolicy
 from distributor_core.state import parse_state_document
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage

@@ -228,7 +228,7 @@ def test_large_files_are_read_on_two_threads_in_record_order(tmp_path: Path) -> 
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         records.append(OutputRecord(f"f{index}.bin", "source", f"f{index}.bin", digest, len(data), PAST, PAST))
     storage = FaultInjectingStorage(LocalStorage(root))
-    assert storage.max_parallel_reads == 2
+    assert storage.capabilities.read_threads(len(records), sum(r.size for r in records)) == 2
     done: list[int] = []
     checks = check_outputs(storage, "", records, on_bytes=done.append)
     assert [c.status for c in checks] == ["ok", "ok", "digest_mismatch", "ok"]

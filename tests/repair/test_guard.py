@@ -22,7 +22,8 @@ from distributor_core.app.reconcile import reconcile_state
 from distributor_core.bundle import Manifest, build_manifest, write_manifest
 from distributor_core.execute.lock import LockInfo
 from distributor_core.execute.publish import publish
-from distributor_core.plan.model import DestinationPolicy, PlanRequest
+from distributor_core.execute.request import PlanRequest
+from distributor_core.plan.model import DestinationPolicy
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage

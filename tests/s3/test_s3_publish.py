@@ -15,7 +15,8 @@ import pytest
 
 from distributor_core.bundle import build_manifest, write_manifest
 from distributor_core.execute.publish import publish
-from distributor_core.plan.model import DestinationPolicy, PlanRequest
+from distributor_core.execute.request import PlanRequest
+from distributor_core.plan.model import DestinationPolicy
 from distributor_core.storage.local import LocalStorage
 from distributor_core.storage.s3 import S3Storage
 from tests.peers.moto import MotoServer, make_s3_storage

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
+from distributor_core.storage.faults import FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage
 from distributor_core.storage.s3 import S3Storage, full_object_sha256
 from tests.peers.moto import MotoServer, make_s3_storage
@@ -42,10 +44,14 @@ def test_full_object_sha256_rules(head: dict, expected: str | None) -> None:
     assert full_object_sha256(head) == expected
 
 
-def test_other_backends_have_no_stored_digest(tmp_path) -> None:
+def test_backends_without_the_feature_refuse_stored_digests(tmp_path) -> None:
     (tmp_path / "a.txt").write_bytes(b"abc")
-    entry, digest = LocalStorage(tmp_path).stat_with_sha256("a.txt")
-    assert (entry.type, entry.size, digest) == ("file", 3, None)
+    local = LocalStorage(tmp_path)
+    assert Feature.STORED_SHA256 not in local.capabilities
+    for storage in (local, FaultInjectingStorage(local)):
+        with pytest.raises(StorageError) as info:
+            storage.stat_with_sha256("a.txt")
+        assert info.value.kind == ErrorKind.UNSUPPORTED
 
 
 @pytest.fixture
@@ -83,8 +89,16 @@ def test_against_moto(s3: S3Storage, moto_server: MotoServer) -> None:
     finally:
         client.close()
 
+    assert Feature.STORED_SHA256 in s3.capabilities
     entry, digest = s3.stat_with_sha256("with.txt")
     assert (entry.type, entry.size, digest) == ("file", len(data), _hex(data))
+    wrapped = FaultInjectingStorage(s3)  # passes the feature through, counted as a stat
+    assert Feature.STORED_SHA256 in wrapped.capabilities
+    assert wrapped.stat_with_sha256("with.txt") == (entry, _hex(data))
+    assert wrapped.count("stat") == 1
+    wrapped.fail("stat", path="with.txt")
+    with pytest.raises(StorageError):
+        wrapped.stat_with_sha256("with.txt")
     assert entry.revision == s3.stat("with.txt").revision
     assert s3.stat_with_sha256("plain.txt")[1] is None
     entry, digest = s3.stat_with_sha256("multi.bin")

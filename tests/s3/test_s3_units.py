@@ -14,6 +14,7 @@ from botocore.exceptions import (
 )
 
 from distributor_core.config.errors import SecretError
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3 import S3Storage, resolve_credentials
 from distributor_core.storage.s3_content import content_type_for
@@ -316,4 +317,6 @@ def test_keys_and_root_display() -> None:
     assert nested.key("") == "team/reports"
     assert nested.root_display == "team/reports"
     assert nested.backend == "s3"
-    assert nested.atomic_rename is False
+    assert Feature.ATOMIC_RENAME not in nested.capabilities
+    assert nested.capabilities.parallel_writes == 4
+    assert S3Storage("b", client=object(), max_parallel_writes=7).capabilities.parallel_writes == 7

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from distributor_core.source import (
     select_newest,
     validate_source_bundle,
 )
+from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.local import LocalStorage
 from tests.bundle.conftest import CREATED, REPORT, SUMMARY, make_bundle
@@ -232,3 +234,52 @@ def test_discover_and_validate_on_s3(moto_server, tmp_path: Path) -> None:  # ty
             validate_source_bundle(storage, "daily", loaded)
     finally:
         storage.close()
+
+
+# ---------------------------------------------------------------------------- declared capabilities
+
+
+class Declaring(LocalStorage):
+    """Local storage declaring the capabilities of the test's choice; records stats, opens and
+    the threads that opened."""
+
+    def __init__(self, root: Path, capabilities: Capabilities) -> None:
+        super().__init__(root)
+        self._declared = capabilities
+        self.calls: list[tuple[str, str]] = []
+        self.threads: set[str] = set()
+
+    @property  # type: ignore[override]
+    def capabilities(self) -> Capabilities:
+        return self._declared
+
+    def stat(self, path: str):  # type: ignore[override]
+        self.calls.append(("stat", path))
+        return super().stat(path)
+
+    def open_read(self, path: str):  # type: ignore[override]
+        self.calls.append(("open", path))
+        self.threads.add(threading.current_thread().name)
+        return super().open_read(path)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_small_files_are_opened_before_a_stat_only_with_nonblocking_open(tree: Path, declared: bool) -> None:
+    caps = LocalStorage.capabilities
+    storage = Declaring(tree, caps if declared else caps.without(Feature.NONBLOCKING_OPEN))
+    manifest = load_source_manifest(LocalStorage(tree), "daily-1")
+    validate_source_bundle(storage, "daily-1", manifest)
+    report = "daily-1/report.md"
+    assert storage.calls == ([("open", report)] if declared else [("stat", report), ("open", report)])
+
+
+def test_large_files_are_validated_on_the_declared_read_threads(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    make_bundle(root / "big", {f"f{n}.bin": bytes([n]) * (2 * 1024 * 1024) for n in range(4)})
+    manifest = load_source_manifest(LocalStorage(root), "big")
+    parallel = Declaring(root, LocalStorage.capabilities)
+    validate_source_bundle(parallel, "big", manifest)
+    assert parallel.threads == {"distributor-validate-0", "distributor-validate-1"}
+    sequential = Declaring(root, LocalStorage.capabilities.without(Feature.PARALLEL_READS))
+    validate_source_bundle(sequential, "big", manifest)
+    assert sequential.threads == {threading.main_thread().name}

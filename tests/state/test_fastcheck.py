@@ -141,7 +141,7 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     from distributor_core.state import codec, parse_state_document
 
     text = _state_text(outputs)
-    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), plain_strings=False))
+    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), (), plain_strings=False))
     assert _outcome(parse_state_document, text) == generic
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
 
@@ -162,12 +162,10 @@ def test_an_expected_manifest_is_reused_only_when_recorded_exactly_and_valid() -
         + b'", "size": 3}]}'
     )
     assert same == recorded and same is not recorded
-    with fastcheck.expected_manifests(same):
-        reused = _outcome(parse_state_document, text)
+    reused = _outcome(lambda: parse_state_document(text, expected_manifests=(same,)))
     assert reused == plain and reused[1].manifest is same
     later = Manifest(1, same.id, same.digest, same.created + timedelta(seconds=1), same.files)
-    with fastcheck.expected_manifests(later):
-        other = _outcome(parse_state_document, text)
+    other = _outcome(lambda: parse_state_document(text, expected_manifests=(later,)))
     assert other == plain and other[1].manifest is not later
     # an expected manifest that is itself invalid never stands in for validation
     bad_files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3),)
@@ -175,5 +173,4 @@ def test_an_expected_manifest_is_reused_only_when_recorded_exactly_and_valid() -
     broken = Manifest(1, "b", "sha256:" + "f" * 64, same.created, bad_files)
     baseline = _outcome(parse_state_document, broken_text)
     assert baseline[0] == "error"
-    with fastcheck.expected_manifests(broken):
-        assert _outcome(parse_state_document, broken_text) == baseline
+    assert _outcome(lambda: parse_state_document(broken_text, expected_manifests=(broken,))) == baseline

@@ -12,6 +12,7 @@ import pytest
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import iter_chunks
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from tests.storage.conftest import BackendCase, io_probe
 
@@ -239,6 +240,7 @@ def test_overwrite_false_refuses_an_existing_file(backend: BackendCase) -> None:
 
 def test_overwrite_false_never_clobbers_a_racing_writer(backend: BackendCase) -> None:
     storage = backend.storage
+    assert Feature.EXCLUSIVE_CREATE in storage.capabilities  # this is what the feature promises
     racer = backend.other()
 
     def chunks() -> Iterator[bytes]:

@@ -1,6 +1,7 @@
 """LocalStorage shortcuts of issue 8 keep the documented behaviour: the root is created on the
-first write wherever that write lands, reserved temporaries are written exclusively and removed on
-failure, renames without overwrite never clobber, special files never block a reader."""
+first write wherever that write lands, in-place writes are exclusive and removed on failure (and
+are asked for explicitly, never inferred from a reserved name), renames without overwrite never
+clobber, special files never block a reader."""
 
 from __future__ import annotations
 
@@ -27,20 +28,34 @@ def test_top_level_rename_into_a_missing_root_reports_the_missing_source(tmp_pat
     assert info.value.kind == ErrorKind.NOT_FOUND
 
 
-def test_reserved_temporary_is_exclusive_and_removed_on_integrity_failure(tmp_path: Path) -> None:
+def test_in_place_write_is_exclusive_and_removed_on_integrity_failure(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
     name = "dir/.distributor-tmp-0123456789abcdef"
-    storage.write_stream(name, [b"abc"], overwrite=False, expected_size=3)
+    storage.write_stream(name, [b"abc"], overwrite=False, expected_size=3, in_place=True)
     with pytest.raises(StorageError) as info:
-        storage.write_stream(name, [b"abc"], overwrite=False)
+        storage.write_stream(name, [b"abc"], overwrite=False, in_place=True)
     assert info.value.kind == ErrorKind.ALREADY_EXISTS
     assert (tmp_path / name).read_bytes() == b"abc"
     other = "dir/.distributor-tmp-fedcba9876543210"
     with pytest.raises(StorageError) as info:
-        storage.write_stream(other, [b"abcd"], overwrite=False, expected_size=3)
+        storage.write_stream(other, [b"abcd"], overwrite=False, expected_size=3, in_place=True)
     assert info.value.kind == ErrorKind.INTEGRITY
     assert not (tmp_path / other).exists()
     assert sorted(os.listdir(tmp_path / "dir")) == [".distributor-tmp-0123456789abcdef"]
+
+
+def test_a_reserved_name_alone_does_not_make_a_write_in_place(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    name = ".distributor-tmp-0123456789abcdef"
+    seen: list[list[str]] = []
+
+    def chunks():
+        yield b"abc"
+        seen.append(sorted(os.listdir(tmp_path)))
+
+    storage.write_stream(name, chunks(), overwrite=False, expected_size=3)
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0] != [name]  # a temporary of its own
+    assert os.listdir(tmp_path) == [name] and (tmp_path / name).read_bytes() == b"abc"
 
 
 def test_rename_without_overwrite_never_clobbers_and_refuses_directories(tmp_path: Path) -> None:

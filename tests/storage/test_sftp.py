@@ -261,7 +261,7 @@ def test_one_connection_serves_every_operation(storage: SFTPStorage) -> None:
 
 def test_reconnects_after_the_connection_drops(storage: SFTPStorage) -> None:
     storage.write_bytes("x.txt", b"x", overwrite=False)
-    storage._client.get_transport().close()  # type: ignore[union-attr]  # the server went away
+    storage.connection.transport.close()  # type: ignore[union-attr]  # the server went away
     assert storage.read_bytes("x.txt") == b"x"
     assert storage.connect_count == 2
 
@@ -270,7 +270,7 @@ def test_a_drop_during_a_read_is_unavailable(storage: SFTPStorage) -> None:
     storage.write_stream("big.bin", (os.urandom(1 << 20) for _ in range(16)), overwrite=False)
     stream = storage.open_read("big.bin")
     assert len(stream.read(1 << 20)) == 1 << 20
-    storage._client.get_transport().close()  # type: ignore[union-attr]
+    storage.connection.transport.close()  # type: ignore[union-attr]
     with pytest.raises(StorageError) as info:
         while stream.read(1 << 20):
             pass
@@ -284,7 +284,7 @@ def test_a_reconnect_does_not_count_channels_of_the_dead_connection(sshd_server:
     try:
         storage.write_bytes("a.txt", b"a", overwrite=False)
         stale = storage.open_read("a.txt")  # holds the only channel
-        storage._client.get_transport().close()  # type: ignore[union-attr]
+        storage.connection.transport.close()  # type: ignore[union-attr]
         assert storage.stat("a.txt").size == 1  # reconnected while the stale stream is still open
         stale.close()
         with storage.open_read("a.txt") as stream:
