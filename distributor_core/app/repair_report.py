@@ -17,15 +17,17 @@ Text lines follow Go's ``%s`` formatting (values unquoted), with ``bundle=<path>
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributor_core import paths as lp
-from distributor_core.app.adopt import AdoptedOutput, Adoption
 from distributor_core.app.output_check import OutputCheck
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.execute.journal import Recovery
 from distributor_core.jsonfmt import go_json_string
 from distributor_core.state import OwnerScope, PruneCandidate
+
+if TYPE_CHECKING:  # adoption's planning (plan, source) is not imported by audits and prunes
+    from distributor_core.app.adopt import AdoptedOutput, Adoption
 
 
 def flag_text(value: bool) -> str:
