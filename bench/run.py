@@ -25,6 +25,7 @@ SCENARIOS = {
     "P6L": "bench.p6_slow_loris",
     "P7": "bench.p7_upload_sensor",
     "P8": "bench.p8_s3_parallel",
+    "P11": "bench.p11_audit",
 }
 
 
