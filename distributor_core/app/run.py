@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from distributor_core import __version__
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
+from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
 from distributor_core.execute.executor import Progress
@@ -30,6 +31,23 @@ from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 from distributor_core.storage.factory import open_destination_storage, open_source_storage
 from distributor_core.timefmt import Clock
+
+__all__ = [
+    "DestinationPool",
+    "EventCallback",
+    "RunEvent",
+    "RunOptions",
+    "SetupError",
+    "UsageError",
+    "check_selection",
+    "load_and_validate",
+    "publish_bundles",
+    "publish_source_bundle",
+    "run",
+    "run_config",
+    "selected_destinations",
+    "selected_pipelines",
+]
 
 
 class UsageError(ValueError):
@@ -248,32 +266,40 @@ def load_and_validate(
 
 def run_config(config: Config, options: RunOptions | None = None, *, env: Environment | None = None) -> RunReport:
     """Run the selected pipelines of a loaded config; ``http_upload`` pipelines are served by
-    ``serve`` and skipped here."""
+    ``serve`` and skipped here.
+
+    Setup comes first (resolutions G3): every credential of the selected pipelines resolves and
+    every source root exists, else :class:`~distributor_core.app.setup.SetupError` is raised
+    before any destination is planned or written.
+    """
     options = options or RunOptions()
     check_selection(config, options)
     env = env or Environment.from_config(config)
+    pipelines = [p for p in selected_pipelines(config, options) if not p.is_upload]
+    resolve_credentials(((p, selected_destinations(p, options)) for p in pipelines), env)
     report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
     pool = DestinationPool(env, dry_run=options.dry_run)
+    sources: list[Storage] = []
     try:
-        for pipeline in selected_pipelines(config, options):
-            if pipeline.is_upload:
-                continue
+        for pipeline in pipelines:
+            source = open_source_storage(pipeline.source, env, dry_run=options.dry_run)
+            sources.append(source)
+            check_source_root(pipeline, source)
+        for pipeline, source in zip(pipelines, sources, strict=True):
             entry = PipelineReport(pipeline.id, pipeline.source.backend)
             report.pipelines.append(entry)
-            source = open_source_storage(pipeline.source, env, dry_run=options.dry_run)
-            try:
-                bundles, invalid = load_and_validate(pipeline, source, options)
-                entry.bundle_count = len(bundles) + len(invalid)
-                if invalid:
-                    entry.error = "; ".join(error for _, error in invalid)
-                    for path, error in invalid:
-                        for destination in selected_destinations(pipeline, options):
-                            report.actions.append(_invalid_entry(pipeline, destination, path, error))
-                    continue
-                publish_bundles(pipeline, source, bundles, pool=pool, options=options, report=report)
-            finally:
-                source.close()
+            bundles, invalid = load_and_validate(pipeline, source, options)
+            entry.bundle_count = len(bundles) + len(invalid)
+            if invalid:
+                entry.error = "; ".join(error for _, error in invalid)
+                for path, error in invalid:
+                    for destination in selected_destinations(pipeline, options):
+                        report.actions.append(_invalid_entry(pipeline, destination, path, error))
+                continue
+            publish_bundles(pipeline, source, bundles, pool=pool, options=options, report=report)
     finally:
+        for source in sources:
+            source.close()
         pool.close()
     return report
 
@@ -323,6 +349,7 @@ def publish_source_bundle(
     entry = PipelineReport(pipeline.id, pipeline.source.backend, bundle_count=1)
     report.pipelines.append(entry)
     scoped = RunOptions(**{**options.__dict__, "pipeline_id": pipeline.id, "bundle_path": bundle_path})
+    resolve_credentials([(pipeline, selected_destinations(pipeline, scoped))], env, sources=False)
     bundles, invalid = load_and_validate(pipeline, source, scoped)
     if invalid:
         entry.error = "; ".join(error for _, error in invalid)
