@@ -172,7 +172,10 @@ def to_utc(value: datetime) -> datetime:
 
 
 def truncate_seconds(value: datetime) -> datetime:
-    return _plain(to_utc(value)).replace(microsecond=0)
+    utc = to_utc(value)
+    if type(utc) is NanoTime:
+        utc = _plain(utc)
+    return utc.replace(microsecond=0)
 
 
 def format_seconds(value: datetime) -> str:
