@@ -7,20 +7,24 @@ opened by steps, sensors and checks when they run, with secrets resolved at that
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from distributor_core.config import load_config
-from distributor_dagster.assets import destination_asset
-from distributor_dagster.checks import destination_checks
+from distributor_dagster.assets import source_asset
 from distributor_dagster.maintenance.prune_job import prune_job
 from distributor_dagster.maintenance.repair_job import repair_job
 from distributor_dagster.names import config_names
 from distributor_dagster.options import BuildOptions
-from distributor_dagster.publish.job import publish_job
+from distributor_dagster.publish.graph import publish_assets
+from distributor_dagster.publish.job import PUBLISH_EXECUTOR, publish_job
 from distributor_dagster.sensors.uploads import uploads_sensor
 from distributor_dagster.sensors.watch import watch_sensor
 from distributor_dagster.site import Site
+
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 
 def build_site(config_path: str | os.PathLike[str], options: BuildOptions) -> Site:
@@ -29,25 +33,43 @@ def build_site(config_path: str | os.PathLike[str], options: BuildOptions) -> Si
     return Site(config=config, options=options, names=tuple(names))
 
 
+def automation_sensor(site: Site, assets: list[dg.AssetsDefinition]) -> dg.AutomationConditionSensorDefinition:
+    """The sensor that evaluates the destination assets' eager automation conditions."""
+    return dg.AutomationConditionSensorDefinition(
+        name=f"{site.options.name_prefix}distributor_automation",
+        target=dg.AssetSelection.assets(*assets),
+        default_status=site.options.default_sensor_status,
+        minimum_interval_seconds=site.options.sensor_interval,
+        description="Publishes destination assets whose source was observed with a new bundle "
+        "(automation: eager).",
+    )
+
+
 def definitions_for(site: Site) -> dg.Definitions:
-    assets: list[dg.AssetSpec] = []
-    checks: list[dg.AssetChecksDefinition] = []
-    jobs: list[dg.JobDefinition] = []
+    assets: list[dg.AssetsDefinition] = []
+    jobs: list[dg.JobDefinition | UnresolvedAssetJobDefinition] = []
     sensors: list[dg.SensorDefinition] = []
+    automated: list[dg.AssetsDefinition] = []
     for pipeline, names in zip(site.config.pipelines, site.names, strict=True):
-        publish = publish_job(site, pipeline, names)
+        publication = publish_assets(site, pipeline, names)
+        assets.extend([source_asset(site, pipeline, names), publication])
+        if site.options.eager and not pipeline.is_upload:
+            automated.append(publication)
+        publish = publish_job(pipeline, names)
         jobs.append(publish)
         for destination in pipeline.destinations:
             dnames = names.destination(destination.id)
-            assets.append(destination_asset(pipeline, destination, dnames, names))
-            checks.append(destination_checks(site, pipeline, destination, dnames))
             jobs.append(prune_job(site, pipeline, destination, dnames))
             jobs.append(repair_job(site, pipeline, destination, dnames))
         if pipeline.is_upload:
             sensors.append(uploads_sensor(site, pipeline, names, publish))
         else:
             sensors.append(watch_sensor(site, pipeline, names, publish))
-    return dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors)
+    if automated:
+        sensors.append(automation_sensor(site, automated))
+    # the publish executor is the location's default: runs of the implicit asset job (Materialize
+    # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
+    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
 
 
 def build_definitions(config_path: str | os.PathLike[str], **options: object) -> dg.Definitions:
@@ -55,8 +77,8 @@ def build_definitions(config_path: str | os.PathLike[str], **options: object) ->
 
     Options (keyword arguments, see :class:`~distributor_dagster.options.BuildOptions`):
     ``sensor_interval`` (seconds, default 30), ``default_sensor_status`` (``"stopped"`` or
-    ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, and the test
-    seams ``clock`` and ``environ``.
+    ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, ``automation``
+    (``"sensors"`` or ``"eager"``), ``blocking_checks``, and the test seams ``clock`` and ``environ``.
 
     Raises :class:`~distributor_core.config.ConfigError` (its message is the CLI's) for an
     invalid config and :class:`~distributor_dagster.names.NameCollisionError` when two ids map to

@@ -1,7 +1,10 @@
-"""Asset checks of a destination asset (dagster.md §2, resolutions B2).
+"""Asset checks of a destination asset (dagster.md §2, resolutions B2, issue 12 item 3).
 
-They look only at the bundle paths the asset has materialized (the ``destination_path`` of its
-materializations) and run the core's read-only ``reconcile_state`` dry run on each:
+The checks are declared with the destination assets (check specs of the publish graph) and
+evaluated by the graph's ``check_<d>`` step, so every run that materializes a destination
+evaluates them; "Execute checks" in the UI runs that step alone. They look only at the bundle
+paths the asset has materialized (the ``destination_path`` of its materializations) and run
+the core's read-only ``reconcile_state`` dry run on each:
 
 - ``state_valid``: every such ``.distributor.json`` exists, parses, validates and names this
   destination as its owner (or has an owner record for it in shared-root state);
@@ -10,8 +13,8 @@ materializations) and run the core's read-only ``reconcile_state`` dry run on ea
   in those bundle paths (nested bundles with their own state are not counted).
 """
 
+from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -21,7 +24,7 @@ from distributor_core.app.reconcile import reconcile_state
 from distributor_core.app.repair_report import ReconcileStateReport
 from distributor_core.config import Destination, Pipeline
 from distributor_dagster.maintenance.results import MAINTENANCE_ERRORS
-from distributor_dagster.names import DestinationNames
+from distributor_dagster.names import CHECK_NAMES, DestinationNames
 from distributor_dagster.site import Site
 
 #: Materialization records read per page when collecting published bundle paths.
@@ -70,27 +73,49 @@ def evaluate(
     return reports, errors
 
 
+MISSING_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("bundle_path", "string"), dg.TableColumn("path", "string")])
+UNMANAGED_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("bundle_path", "string"), dg.TableColumn("path", "string"),
+    dg.TableColumn("type", "string"), dg.TableColumn("size", "int"),
+])
+ERRORS_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("bundle_path", "string"), dg.TableColumn("error", "string")])
+
+
+def _table(rows: list[dict[str, Any]], schema: dg.TableSchema) -> dg.TableMetadataValue:
+    return dg.MetadataValue.table(records=[dg.TableRecord(row) for row in rows], schema=schema)
+
+
 def check_results(
     key: dg.AssetKey, bundle_paths: list[str], reports: dict[str, ReconcileStateReport], errors: dict[str, str]
 ) -> dict[str, dg.AssetCheckResult]:
+    """The three results; failing ones list the paths at fault as tables (and as JSON by bundle path)."""
     common: dict[str, Any] = {"bundle_paths": dg.MetadataValue.json([lp.display_path(p) for p in bundle_paths])}
     if not bundle_paths:
         note = "the asset has no materialization yet, so no bundle path to check"
         return {
             name: dg.AssetCheckResult(asset_key=key, check_name=name, passed=True, description=note, metadata=common)
-            for name in ("state_valid", "managed_outputs_present", "no_unmanaged_content")
+            for name in CHECK_NAMES
         }
     shown_errors = {lp.display_path(p): e for p, e in errors.items()}
     missing = {p: [m.path for m in r.missing_managed_outputs] for p, r in reports.items()}
-    unmanaged = {p: [u.path for u in r.unmanaged_entries] for p, r in reports.items()}
+    unmanaged = {p: list(r.unmanaged_entries) for p, r in reports.items()}
     missing_count = sum(len(v) for v in missing.values())
     unmanaged_count = sum(len(v) for v in unmanaged.values())
     truncated = any(r.truncated for r in reports.values())
+    error_rows = [{"bundle_path": p, "error": e} for p, e in shown_errors.items()]
+    missing_rows = [
+        {"bundle_path": lp.display_path(p), "path": path} for p, paths in missing.items() for path in paths[:LISTED]
+    ]
+    unmanaged_rows = [
+        {"bundle_path": lp.display_path(p), "path": u.path, "type": u.type, "size": u.size}
+        for p, items in unmanaged.items() for u in items[:LISTED]
+    ]
     return {
         "state_valid": dg.AssetCheckResult(
             asset_key=key, check_name="state_valid", passed=not errors,
             description="; ".join(f"{p}: {e}" for p, e in shown_errors.items()) or "state is valid",
-            metadata={**common, "errors": dg.MetadataValue.json(shown_errors)},
+            metadata={**common, "errors": dg.MetadataValue.json(shown_errors),
+                      "error_table": _table(error_rows, ERRORS_SCHEMA)},
         ),
         "managed_outputs_present": dg.AssetCheckResult(
             asset_key=key, check_name="managed_outputs_present", passed=not errors and missing_count == 0,
@@ -102,6 +127,7 @@ def check_results(
                 **common,
                 "checked_count": dg.MetadataValue.int(sum(r.checked_count for r in reports.values())),
                 "missing_count": dg.MetadataValue.int(missing_count),
+                "missing_outputs": _table(missing_rows, MISSING_SCHEMA),
                 "missing": dg.MetadataValue.json(_listing(missing)),
                 "errors": dg.MetadataValue.json(shown_errors),
             },
@@ -114,43 +140,40 @@ def check_results(
             metadata={
                 **common,
                 "unmanaged_count": dg.MetadataValue.int(unmanaged_count),
-                "unmanaged": dg.MetadataValue.json(_listing(unmanaged)),
+                "unmanaged_entries": _table(unmanaged_rows, UNMANAGED_SCHEMA),
+                "unmanaged": dg.MetadataValue.json(_listing({p: [u.path for u in v] for p, v in unmanaged.items()})),
                 "truncated": dg.MetadataValue.bool(truncated),
             },
         ),
     }
 
 
-def destination_checks(
-    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames
-) -> dg.AssetChecksDefinition:
+CHECK_DESCRIPTIONS = {
+    "state_valid": "The .distributor.json of every published bundle path is valid and records this destination.",
+    "managed_outputs_present": "Every managed output recorded for this destination exists.",
+    "no_unmanaged_content": "No unmanaged files in the published bundle paths (warning).",
+}
+
+
+def check_specs(names: DestinationNames, blocking: tuple[str, ...]) -> list[dg.AssetCheckSpec]:
+    """The three checks of a destination asset, declared with it; ``blocking`` names those whose
+    failure (severity error) blocks downstream assets in the same run."""
     key = dg.AssetKey(list(names.asset_key))
-    specs = [
-        dg.AssetCheckSpec("state_valid", asset=key, description="The .distributor.json of every published bundle "
-                          "path is valid and records this destination."),
-        dg.AssetCheckSpec("managed_outputs_present", asset=key, description="Every managed output recorded for "
-                          "this destination exists."),
-        dg.AssetCheckSpec("no_unmanaged_content", asset=key, description="No unmanaged files in the published "
-                          "bundle paths (warning)."),
+    return [
+        dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking)
+        for name in CHECK_NAMES
     ]
 
-    @dg.multi_asset_check(
-        name=names.checks_op,
-        specs=specs,
-        can_subset=True,
-        description=f"Read-only checks of {pipeline.id}/{destination.id} (reconcile-state dry run).",
-    )
-    def checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-        bundle_paths = published_bundle_paths(context.instance, key)
-        reports, errors = evaluate(site, pipeline, destination, bundle_paths)
-        for path, error in errors.items():
-            context.log.warning(f"{lp.display_path(path)}: {error}")
-        for report in reports.values():
-            context.log.info(report.text_line(with_bundle=True))
-        results = check_results(key, bundle_paths, reports, errors)
-        selected = context.selected_asset_check_keys
-        for name, result in results.items():
-            if dg.AssetCheckKey(key, name) in selected:
-                yield result
 
-    return checks
+def evaluate_checks(
+    site: Site, pipeline: Pipeline, destination: Destination, instance: dg.DagsterInstance, key: dg.AssetKey,
+    log: Any,
+) -> dict[str, dg.AssetCheckResult]:
+    """Run the read-only checks on every bundle path ``key`` has materialized."""
+    bundle_paths = published_bundle_paths(instance, key)
+    reports, errors = evaluate(site, pipeline, destination, bundle_paths)
+    for path, error in errors.items():
+        log.warning(f"{lp.display_path(path)}: {error}")
+    for report in reports.values():
+        log.info(report.text_line(with_bundle=True))
+    return check_results(key, bundle_paths, reports, errors)

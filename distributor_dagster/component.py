@@ -6,6 +6,8 @@
       sensor_interval: 30
       default_sensor_status: stopped
       name_prefix: ""
+      automation: sensors                 # or eager: destinations publish by automation condition
+      blocking_checks: [managed_outputs_present]
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
     name_prefix: str = Field(default="", description="Prefix of every generated job, sensor, op and group name.")
     asset_key_prefix: list[str] = Field(default_factory=list, description="Components prepended to asset keys.")
     max_runs_per_tick: int = Field(default=100, description="Run requests per sensor tick at most.")
+    automation: str = Field(
+        default="sensors",
+        description="sensors (the watch sensor requests publish runs) or eager (destination assets carry "
+        "AutomationCondition.eager() and publish when their source is observed with a new bundle).",
+    )
+    blocking_checks: list[str] = Field(
+        default_factory=lambda: ["managed_outputs_present"],
+        description="Asset checks whose failure blocks downstream assets in the same run.",
+    )
 
     def resolved_config_path(self, folder: Path) -> Path:
         path = Path(self.config_path).expanduser()
@@ -41,4 +52,6 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
             name_prefix=self.name_prefix,
             asset_key_prefix=tuple(self.asset_key_prefix),
             max_runs_per_tick=self.max_runs_per_tick,
+            automation=self.automation,
+            blocking_checks=tuple(self.blocking_checks),
         )

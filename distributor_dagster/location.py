@@ -1,8 +1,10 @@
 """Building a code location from environment variables (used by :mod:`distributor_dagster.definitions`).
 
 ``DISTRIBUTOR_CONFIG`` names the config file; ``DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL`` (seconds),
-``DISTRIBUTOR_DAGSTER_SENSOR_STATUS`` (``running`` or ``stopped``) and
-``DISTRIBUTOR_DAGSTER_NAME_PREFIX`` set options. Every failure names the variable.
+``DISTRIBUTOR_DAGSTER_SENSOR_STATUS`` (``running`` or ``stopped``),
+``DISTRIBUTOR_DAGSTER_NAME_PREFIX``, ``DISTRIBUTOR_DAGSTER_AUTOMATION`` (``sensors`` or ``eager``)
+and ``DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS`` (comma-separated check names, ``none`` for none) set
+options. Every failure names the variable.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import dagster as dg
 from distributor_core.config import ConfigError
 from distributor_dagster.build import build_definitions
 from distributor_dagster.names import NameCollisionError
+from distributor_dagster.options import BuildOptions
 
 CONFIG_VARIABLE = "DISTRIBUTOR_CONFIG"
 OPTION_VARIABLES = {
     "sensor_interval": "DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL",
     "default_sensor_status": "DISTRIBUTOR_DAGSTER_SENSOR_STATUS",
     "name_prefix": "DISTRIBUTOR_DAGSTER_NAME_PREFIX",
+    "automation": "DISTRIBUTOR_DAGSTER_AUTOMATION",
+    "blocking_checks": "DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS",
 }
 
 
@@ -53,6 +58,12 @@ def definitions_from_environment(environ: Mapping[str, str] | None = None) -> dg
             f"e.g. {CONFIG_VARIABLE}=examples/local-publish.yml"
         )
     options = options_from_environment(environ)
+    for option in ("automation", "blocking_checks"):
+        if option in options:
+            try:
+                BuildOptions.create(**{option: options[option]})  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise DistributorConfigError(f"{OPTION_VARIABLES[option]}: {exc}") from None
     try:
         return build_definitions(path, **options)
     except (ConfigError, NameCollisionError) as exc:

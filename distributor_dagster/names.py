@@ -79,23 +79,35 @@ class NameRegistry:
 
 @dataclass(frozen=True)
 class DestinationNames:
+    """Names of one destination: its asset, its steps inside the pipeline's publish graph (node
+    names ``plan_<d>``, ``execute_<d>``, ``check_<d>``; op definitions ``publish_<p>__<node>``) and
+    its maintenance jobs."""
+
     pipeline_id: str
     destination_id: str
     asset_key: tuple[str, ...]
     publish_job: str
     prune_job: str
     reconcile_job: str
-    checks_op: str
     plan_node: str
     execute_node: str
+    check_node: str
     plan_op: str
     execute_op: str
+    check_op: str
 
 
 @dataclass(frozen=True)
 class PipelineNames:
+    """Names of one pipeline: its group, its source asset key, the graph-backed multi-asset that
+    publishes its destinations (``graph``: the node name that prefixes step keys and run config),
+    the asset job ``publish_<p>`` and its sensor."""
+
     pipeline_id: str
     group: str
+    source_key: tuple[str, ...]
+    graph: str
+    observe_op: str
     publish_job: str
     watch_sensor: str
     uploads_sensor: str
@@ -111,7 +123,7 @@ class PipelineNames:
         return f"{self.publish_job}__{node}"
 
 
-#: The fixed node names of the generated jobs.
+#: The fixed node names of the generated graphs and jobs.
 PUBLISH_NODES = ("discover", "validate", "report")
 PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
 REPAIR_NODES = ("load_state", "reconcile_state")
@@ -131,10 +143,9 @@ def _destination_names(
         registry.claim("op", f"{reconcile_job}__{node}", owner)
     asset_key = (*key_prefix, p, d)
     registry.claim("asset", "/".join(asset_key), owner)
-    checks_op = registry.claim("op", f"{prefix}check_{p}__{d}", owner)
-    plan_node, execute_node = f"plan_{d}", f"execute_{d}"
-    registry.claim("node:" + publish_job, plan_node, owner)
-    registry.claim("node:" + publish_job, execute_node, owner)
+    plan_node, execute_node, check_node = f"plan_{d}", f"execute_{d}", f"check_{d}"
+    for node in (plan_node, execute_node, check_node):
+        registry.claim("node:" + publish_job, node, owner)
     return DestinationNames(
         pipeline_id=pipeline.id,
         destination_id=destination.id,
@@ -142,11 +153,12 @@ def _destination_names(
         publish_job=publish_job,
         prune_job=prune_job,
         reconcile_job=reconcile_job,
-        checks_op=checks_op,
         plan_node=plan_node,
         execute_node=execute_node,
+        check_node=check_node,
         plan_op=registry.claim("op", f"{publish_job}__{plan_node}", owner),
         execute_op=registry.claim("op", f"{publish_job}__{execute_node}", owner),
+        check_op=registry.claim("op", f"{publish_job}__{check_node}", owner),
     )
 
 
@@ -156,6 +168,10 @@ def pipeline_names(
     owner = Owner(pipeline.id)
     p = sanitize(pipeline.id)
     group = registry.claim("group", f"{prefix}{p}", owner)
+    source_key = (*key_prefix, p)
+    registry.claim("asset", "/".join(source_key), owner)
+    graph = registry.claim("op", f"{prefix}{p}", owner)
+    observe_op = registry.claim("op", f"{graph}__observe", owner)
     publish_job = registry.claim("job", f"{prefix}publish_{p}", owner)
     for node in PUBLISH_NODES:
         registry.claim("op", f"{publish_job}__{node}", owner)
@@ -169,6 +185,9 @@ def pipeline_names(
     return PipelineNames(
         pipeline_id=pipeline.id,
         group=group,
+        source_key=source_key,
+        graph=graph,
+        observe_op=observe_op,
         publish_job=publish_job,
         watch_sensor=watch_sensor,
         uploads_sensor=uploads_sensor,

@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from distributor_core.timefmt import Clock
-from distributor_dagster.names import check_prefix, sanitize
+from distributor_dagster.names import CHECK_NAMES, check_prefix, sanitize
 
 SENSOR_STATUSES = {"running": dg.DefaultSensorStatus.RUNNING, "stopped": dg.DefaultSensorStatus.STOPPED}
 
 #: Upper bound of run requests one sensor tick emits; the cursor resumes after the last one.
 DEFAULT_MAX_RUNS_PER_TICK = 100
+
+#: How destinations get published: ``sensors`` (``watch_<p>`` requests publish runs) or
+#: ``eager`` (destination assets carry ``AutomationCondition.eager()``; ``watch_<p>`` only observes).
+AUTOMATION_MODES = ("sensors", "eager")
+#: Checks whose failure blocks downstream assets (and fails the check step), by default.
+DEFAULT_BLOCKING_CHECKS = ("managed_outputs_present",)
 
 
 def sensor_status(value: str | dg.DefaultSensorStatus) -> dg.DefaultSensorStatus:
@@ -27,6 +33,23 @@ def sensor_status(value: str | dg.DefaultSensorStatus) -> dg.DefaultSensorStatus
         return SENSOR_STATUSES[value.lower()]
     except (KeyError, AttributeError):
         raise ValueError(f"default_sensor_status must be running or stopped, got {value!r}") from None
+
+
+def automation_mode(value: str) -> str:
+    if not isinstance(value, str) or value.lower() not in AUTOMATION_MODES:
+        raise ValueError(f"automation must be sensors or eager, got {value!r}")
+    return value.lower()
+
+
+def parse_blocking_checks(value: Sequence[str] | str) -> tuple[str, ...]:
+    """Check names, as a sequence or a comma-separated string (``""`` or ``"none"``: none)."""
+    if isinstance(value, str):
+        value = [] if value.strip().lower() in ("", "none") else [part.strip() for part in value.split(",")]
+    names = tuple(value)
+    unknown = [name for name in names if name not in CHECK_NAMES]
+    if unknown:
+        raise ValueError(f"blocking_checks must name checks among {', '.join(CHECK_NAMES)}, got {unknown[0]!r}")
+    return tuple(name for name in CHECK_NAMES if name in names)
 
 
 @dataclass(frozen=True)
@@ -40,6 +63,11 @@ class BuildOptions:
       for loading several configs into one code location.
     - ``asset_key_prefix``: components prepended to every asset key (sanitised like ids).
     - ``max_runs_per_tick``: bound of run requests one sensor tick emits; the rest follow next tick.
+    - ``automation``: ``"sensors"`` (default: ``watch_<p>`` requests publish runs) or ``"eager"``
+      (destination assets of ``local``/``ssh``/``s3`` pipelines get ``AutomationCondition.eager()``
+      and publish when their source is observed with a new bundle; ``watch_<p>`` then only observes).
+    - ``blocking_checks``: checks whose failure blocks downstream assets and fails the check step
+      (default ``("managed_outputs_present",)``; ``()`` for none).
     - ``clock``: stamps state times (a test seam; default the system clock).
     - ``environ``: where secrets resolve from (default ``os.environ``, then ``secrets.directory``).
     """
@@ -49,8 +77,14 @@ class BuildOptions:
     name_prefix: str = ""
     asset_key_prefix: tuple[str, ...] = ()
     max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK
+    automation: str = "sensors"
+    blocking_checks: tuple[str, ...] = DEFAULT_BLOCKING_CHECKS
     clock: Clock | None = field(default=None, compare=False)
     environ: Mapping[str, str] | None = field(default=None, compare=False)
+
+    @property
+    def eager(self) -> bool:
+        return self.automation == "eager"
 
     @classmethod
     def create(
@@ -61,6 +95,8 @@ class BuildOptions:
         name_prefix: str = "",
         asset_key_prefix: Sequence[str] | str = (),
         max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK,
+        automation: str = "sensors",
+        blocking_checks: Sequence[str] | str = DEFAULT_BLOCKING_CHECKS,
         clock: Clock | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> BuildOptions:
@@ -77,6 +113,8 @@ class BuildOptions:
             name_prefix=check_prefix(name_prefix, "name_prefix"),
             asset_key_prefix=tuple(sanitize(k) for k in keys),
             max_runs_per_tick=max_runs_per_tick,
+            automation=automation_mode(automation),
+            blocking_checks=parse_blocking_checks(blocking_checks),
             clock=clock,
             environ=environ,
         )

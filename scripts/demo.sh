@@ -14,6 +14,8 @@ BUNDLE=examples/source-bundle
 CONFIG=examples/local-publish.yml
 JOB=publish_example_source_bundle
 OUTPUT=demo-output/local-publish/archive
+SOURCE_ASSET=example_source_bundle
+ASSET=example_source_bundle/local_archive
 export DAGSTER_HOME="${DAGSTER_HOME:-$REPO/.dagster_home}"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -25,7 +27,8 @@ for tool in "$DISTRIBUTOR" "$DAGSTER"; do
     fi
 done
 
-# Dagster's log lines without DEBUG noise and timestamps: "<op> - <message>"
+# Dagster's log lines without DEBUG noise and timestamps: "<step> - <message>" (step keys read
+# <pipeline>.<step>; events are shown as "<step> <EVENT> (run <id>): ...")
 dagster_job() {
     local log
     log="$(mktemp)"
@@ -38,7 +41,7 @@ dagster_job() {
     fi
     grep -E ' - (INFO|WARNING|ERROR) - | - (ASSET_MATERIALIZATION|ASSET_OBSERVATION|RUN_SUCCESS) - ' "$log" |
         sed -E -e 's/^.* - (INFO|WARNING|ERROR) - [^ ]+ - [^ ]+ - //' \
-               -e 's/^.* - ([0-9a-f-]{36}) - [0-9]+ - (([a-z_]+) - )?(ASSET_[A-Z]+|RUN_SUCCESS) - /\3 \4 (run \1): /' || true
+               -e 's/^.* - ([0-9a-f-]{36}) - [0-9]+ - (([a-z0-9_]+\.)?([a-z0-9_]+) - )?(ASSET_[A-Z]+|RUN_SUCCESS) - /\4 \5 (run \1): /' || true
     rm -f "$log"
 }
 
@@ -80,7 +83,10 @@ ls -la "$OUTPUT"
 step "Where things are"
 echo "outputs:  $REPO/$OUTPUT"
 echo "runs:     $DAGSTER_HOME (the two runs above; list them with: DAGSTER_HOME=$DAGSTER_HOME $DAGSTER run list)"
-echo "UI:       DAGSTER_HOME=$DAGSTER_HOME DISTRIBUTOR_CONFIG=$CONFIG $DAGSTER dev -w workspace.yaml"
 echo "CLI:      $DISTRIBUTOR run --config $CONFIG   (the same publication without Dagster)"
 
-step "Demo finished"
+step "Demo finished. Open the asset in the Dagster UI:"
+echo "  DAGSTER_HOME=$DAGSTER_HOME DISTRIBUTOR_CONFIG=$CONFIG $DAGSTER dev -w workspace.yaml"
+echo "  then browse to http://127.0.0.1:3000/assets/$ASSET"
+echo "  (the source $SOURCE_ASSET feeds it; Materialize publishes again and runs its three checks;"
+echo "   the Checks tab shows their results, the Events tab both runs above)"

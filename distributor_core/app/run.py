@@ -7,30 +7,32 @@ destination is independent: one failing destination does not stop the others.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import ExitStack
 
-from distributor_core import __version__
-from distributor_core.app.policy import destination_policy
-from distributor_core.app.report import ActionReport, PipelineReport, RunReport
+from distributor_core.app.publication import (
+    PipelineOutcome,
+    TargetError,
+    destination_bundles,
+    invalid_entry,
+    publish_to,
+    require_one_target,
+    run_report,
+)
+from distributor_core.app.report import RunReport
+from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, UsageError
 from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
-from distributor_core.execute.executor import Progress
-from distributor_core.execute.publish import PublishOutcome, default_holder, publish
-from distributor_core.execute.request import PlanRequest
 from distributor_core.source import (
     SourceBundle,
     ValidatedContent,
     discover_bundles,
     load_source_manifest,
-    select_newest,
     validate_source_bundle,
 )
 from distributor_core.storage.base import Storage
-from distributor_core.storage.errors import StorageError
-from distributor_core.storage.factory import open_destination_storage, open_source_storage
-from distributor_core.timefmt import Clock
+from distributor_core.storage.factory import open_source_storage
 
 __all__ = [
     "DestinationPool",
@@ -38,6 +40,7 @@ __all__ = [
     "RunEvent",
     "RunOptions",
     "SetupError",
+    "TargetError",
     "UsageError",
     "check_selection",
     "load_and_validate",
@@ -48,40 +51,6 @@ __all__ = [
     "selected_destinations",
     "selected_pipelines",
 ]
-
-
-class UsageError(ValueError):
-    """The selection of a run is not allowed (for example ``--force`` on several destinations)."""
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """Progress notification: ``kind`` is ``validate``, ``publish`` or ``done``."""
-
-    kind: str
-    pipeline_id: str
-    destination_id: str = ""
-    bundle_path: str = ""
-    progress: Progress | None = None
-    bytes_done: int = 0
-
-
-EventCallback = Callable[[RunEvent], None]
-
-
-@dataclass
-class RunOptions:
-    dry_run: bool = False
-    force: bool = False
-    republish: bool = False
-    pipeline_id: str | None = None
-    destination_id: str | None = None
-    bundle_path: str | None = None
-    clock: Clock | None = None
-    version: str = __version__
-    holder: str | None = None
-    events: EventCallback | None = None
-    lock_wait: float = 30.0
 
 
 def selected_pipelines(config: Config, options: RunOptions) -> list[Pipeline]:
@@ -101,88 +70,8 @@ def check_selection(config: Config, options: RunOptions) -> None:
     if options.destination_id is not None and options.pipeline_id is None:
         raise UsageError("--destination requires --pipeline")
     pipelines = selected_pipelines(config, options)
-    if not (options.force or options.republish):
-        for pipeline in pipelines:
-            selected_destinations(pipeline, options)
-        return
     targets = sum(len(selected_destinations(p, options)) for p in pipelines if not p.is_upload)
-    if targets != 1:
-        flag = "--force" if options.force else "--republish"
-        raise UsageError(
-            f"{flag} requires a run that targets exactly one destination (select it with --pipeline and --destination)"
-        )
-
-
-def _action_entry(
-    pipeline: Pipeline,
-    destination: Destination,
-    bundle: SourceBundle | None,
-    outcome: PublishOutcome | None,
-    *,
-    error: str = "",
-) -> ActionReport:
-    policy = destination_policy(destination)
-    plan = outcome.plan if outcome is not None else None
-    bundle_path = bundle.path if bundle is not None else ""
-    entry = ActionReport(
-        pipeline_id=pipeline.id,
-        destination_id=destination.id,
-        backend=destination.backend,
-        bundle_path=bundle_path,
-        destination_path=plan.bundle_path if plan else ("" if policy.path_mapping == "fixed" else bundle_path),
-        source_id=bundle.manifest.id if bundle is not None else "",
-        action=plan.action.value if plan else None,
-        reason=plan.reason if plan else "",
-        state_mode=policy.state_mode,
-        reconciliation_mode=policy.reconciliation_mode,
-        status=outcome.status if outcome is not None else "failed",
-        error=(outcome.error if outcome is not None else "") or error,
-        outcome=outcome,
-    )
-    if plan is not None:
-        entry.primary_url = plan.primary_url
-        entry.outputs = [o.to_dict() for o in plan.outputs]
-        entry.deletes = list(plan.deletes)
-        entry.taken_over_outputs = [t.to_dict() for t in plan.taken_over_outputs]
-    if outcome is not None:
-        if outcome.execution is not None:
-            entry.bytes_written = outcome.execution.bytes_written
-        if outcome.recovery is not None:
-            entry.recovery = outcome.recovery.to_dict()
-        if outcome.first_plan is not None:
-            entry.planned_action = outcome.first_plan.action.value
-        entry.warnings = list(outcome.warnings)
-    return entry
-
-
-class DestinationPool:
-    """Opens each destination's storage once per run (one SFTP connection reused) and closes all."""
-
-    def __init__(self, env: Environment, *, dry_run: bool) -> None:
-        self.env = env
-        self.dry_run = dry_run
-        self._open: dict[tuple[str, str], Storage | StorageError | Exception] = {}
-
-    def get(self, pipeline: Pipeline, destination: Destination) -> Storage:
-        key = (pipeline.id, destination.id)
-        if key not in self._open:
-            try:
-                self._open[key] = open_destination_storage(destination, self.env, dry_run=self.dry_run)
-            except Exception as exc:  # remembered so every bundle reports the same failure
-                self._open[key] = exc
-        value = self._open[key]
-        if isinstance(value, Exception):
-            raise value
-        return value
-
-    def close(self) -> None:
-        for value in self._open.values():
-            if isinstance(value, Storage):
-                try:
-                    value.close()
-                except Exception:
-                    pass
-        self._open.clear()
+    require_one_target(targets, force=options.force, republish=options.republish)
 
 
 def publish_bundles(
@@ -194,46 +83,14 @@ def publish_bundles(
     options: RunOptions,
     report: RunReport,
 ) -> None:
-    """Publish validated bundles of one pipeline to its selected destinations, in C2 order."""
+    """Publish validated bundles of one pipeline to its selected destinations in C2 order:
+    bundle by bundle (sorted by path), each to every destination in config order."""
     destinations = selected_destinations(pipeline, options)
-    newest = select_newest(bundles)
+    chosen = {d.id: {b.path for b in destination_bundles(d, bundles)} for d in destinations}
     for bundle in sorted(bundles, key=lambda b: b.path):
         for destination in destinations:
-            policy = destination_policy(destination)
-            if policy.path_mapping == "fixed" and (newest is None or bundle.path != newest.path):
-                continue
-            try:
-                target = pool.get(pipeline, destination)
-            except Exception as exc:
-                report.actions.append(_action_entry(pipeline, destination, bundle, None, error=str(exc)))
-                continue
-            request = PlanRequest(
-                pipeline_id=pipeline.id,
-                destination_id=destination.id,
-                source=source,
-                source_bundle_path=bundle.path,
-                manifest=bundle.manifest,
-                destination=target,
-                policy=policy,
-                distributor_version=options.version,
-                force=options.force,
-                republish=options.republish,
-                source_content=bundle.content,
-            )
-            def on_progress(progress: Progress, _d=destination, _b=bundle, _events=options.events) -> None:
-                if _events is not None:
-                    _events(RunEvent("publish", pipeline.id, _d.id, _b.path, progress=progress))
-
-            outcome = publish(
-                request,
-                dry_run=options.dry_run,
-                clock=options.clock,
-                version=options.version,
-                holder=options.holder or default_holder("run"),
-                progress=on_progress if options.events is not None else None,
-                lock_wait=options.lock_wait,
-            )
-            report.actions.append(_action_entry(pipeline, destination, bundle, outcome))
+            if bundle.path in chosen[destination.id]:
+                report.actions.append(publish_to(pipeline, destination, source, bundle, pool=pool, options=options))
 
 
 def load_and_validate(
@@ -264,13 +121,30 @@ def load_and_validate(
     return bundles, invalid
 
 
+def publish_pipeline(
+    pipeline: Pipeline, source: Storage, *, pool: DestinationPool, options: RunOptions
+) -> RunReport:
+    """Validate and publish one pipeline's bundles from an open source; an invalid bundle fails
+    the pipeline before any write (its destinations get failed entries)."""
+    bundles, invalid = load_and_validate(pipeline, source, options)
+    outcome = PipelineOutcome(pipeline, len(bundles) + len(invalid), error="; ".join(e for _, e in invalid))
+    report = run_report([outcome], [], options)
+    if invalid:
+        for path, error in invalid:
+            for destination in selected_destinations(pipeline, options):
+                report.actions.append(invalid_entry(pipeline, destination, path, error))
+        return report
+    publish_bundles(pipeline, source, bundles, pool=pool, options=options, report=report)
+    return report
+
+
 def run_config(config: Config, options: RunOptions | None = None, *, env: Environment | None = None) -> RunReport:
     """Run the selected pipelines of a loaded config; ``http_upload`` pipelines are served by
-    ``serve`` and skipped here.
+    ``serve`` and skipped here. The source of each pipeline is opened once.
 
     Setup comes first (resolutions G3): every credential of the selected pipelines resolves and
-    every source root exists, else :class:`~distributor_core.app.setup.SetupError` is raised
-    before any destination is planned or written.
+    every selected source root exists, else :class:`~distributor_core.app.setup.SetupError` is
+    raised before any destination is planned or written.
     """
     options = options or RunOptions()
     check_selection(config, options)
@@ -278,48 +152,18 @@ def run_config(config: Config, options: RunOptions | None = None, *, env: Enviro
     pipelines = [p for p in selected_pipelines(config, options) if not p.is_upload]
     resolve_credentials(((p, selected_destinations(p, options)) for p in pipelines), env)
     report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
-    pool = DestinationPool(env, dry_run=options.dry_run)
-    sources: list[Storage] = []
-    try:
+    with ExitStack() as stack:
+        sources: list[Storage] = []
         for pipeline in pipelines:
-            source = open_source_storage(pipeline.source, env, dry_run=options.dry_run)
-            sources.append(source)
+            source = stack.enter_context(open_source_storage(pipeline.source, env, dry_run=options.dry_run))
             check_source_root(pipeline, source)
+            sources.append(source)
+        pool = stack.enter_context(DestinationPool(env, dry_run=options.dry_run))
         for pipeline, source in zip(pipelines, sources, strict=True):
-            entry = PipelineReport(pipeline.id, pipeline.source.backend)
-            report.pipelines.append(entry)
-            bundles, invalid = load_and_validate(pipeline, source, options)
-            entry.bundle_count = len(bundles) + len(invalid)
-            if invalid:
-                entry.error = "; ".join(error for _, error in invalid)
-                for path, error in invalid:
-                    for destination in selected_destinations(pipeline, options):
-                        report.actions.append(_invalid_entry(pipeline, destination, path, error))
-                continue
-            publish_bundles(pipeline, source, bundles, pool=pool, options=options, report=report)
-    finally:
-        for source in sources:
-            source.close()
-        pool.close()
+            part = publish_pipeline(pipeline, source, pool=pool, options=options)
+            report.pipelines.extend(part.pipelines)
+            report.actions.extend(part.actions)
     return report
-
-
-def _invalid_entry(pipeline: Pipeline, destination: Destination, path: str, error: str) -> ActionReport:
-    policy = destination_policy(destination)
-    return ActionReport(
-        pipeline_id=pipeline.id,
-        destination_id=destination.id,
-        backend=destination.backend,
-        bundle_path=path,
-        destination_path="" if policy.path_mapping == "fixed" else path,
-        source_id="",
-        action=None,
-        reason="",
-        state_mode=policy.state_mode,
-        reconciliation_mode=policy.reconciliation_mode,
-        status="failed",
-        error=error,
-    )
 
 
 def run(config_path: str, **kwargs) -> RunReport:
@@ -345,21 +189,9 @@ def publish_source_bundle(
     options = options or RunOptions()
     pipeline = config.pipeline(pipeline_id)
     env = env or Environment.from_config(config)
-    report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
-    entry = PipelineReport(pipeline.id, pipeline.source.backend, bundle_count=1)
-    report.pipelines.append(entry)
     scoped = RunOptions(**{**options.__dict__, "pipeline_id": pipeline.id, "bundle_path": bundle_path})
     resolve_credentials([(pipeline, selected_destinations(pipeline, scoped))], env, sources=False)
-    bundles, invalid = load_and_validate(pipeline, source, scoped)
-    if invalid:
-        entry.error = "; ".join(error for _, error in invalid)
-        for path, error in invalid:
-            for destination in selected_destinations(pipeline, scoped):
-                report.actions.append(_invalid_entry(pipeline, destination, path, error))
-        return report
-    pool = DestinationPool(env, dry_run=options.dry_run)
-    try:
-        publish_bundles(pipeline, source, bundles, pool=pool, options=scoped, report=report)
-    finally:
-        pool.close()
+    with DestinationPool(env, dry_run=options.dry_run) as pool:
+        report = publish_pipeline(pipeline, source, pool=pool, options=scoped)
+    report.pipelines[0].bundle_count = 1
     return report

@@ -1,4 +1,4 @@
-"""Values passed between the publish job's steps. They are pickled by the IO manager, so they
+"""Values passed between the publish graph's steps. They are pickled by the IO manager, so they
 hold plain data: no open storage, no plan objects with generated content."""
 
 from __future__ import annotations
@@ -6,17 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from distributor_core.app.report import ActionReport
-from distributor_core.app.run import RunOptions
+from distributor_core.app.run_options import RunOptions
 from distributor_core.timefmt import Clock
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What ``discover`` decided: the bundles, the destination selector and the run flags."""
+    """What ``discover`` decided: the bundles, the target destinations and the run flags.
+
+    ``destinations`` are the ids this run publishes to (config order): the selected destination
+    assets, restricted by the ``destination`` run config. Empty when the run only evaluates checks.
+    """
 
     pipeline_id: str
     bundle_paths: tuple[str, ...]
-    destination_id: str | None = None
+    destinations: tuple[str, ...] = ()
     dry_run: bool = False
     force: bool = False
     republish: bool = False
@@ -25,7 +29,7 @@ class Selection:
     source_root: str | None = None
 
     def selects(self, destination_id: str) -> bool:
-        return self.destination_id is None or self.destination_id == destination_id
+        return destination_id in self.destinations
 
     def run_options(
         self, destination_id: str, *, dry_run: bool, clock: Clock | None = None, holder: str | None = None

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from distributor_core.server import staging
+from distributor_dagster.sources import Seen, SourceView, seen_upload
 
 CURSOR_VERSION = 1
 #: Records whose run id stamp is this much older than the cursor's are not read again.
@@ -178,3 +179,17 @@ def scan_staging(
     resume = last_read if scan.partial and not full else ""
     scan.cursor = UploadCursor(seq, stamp, resume)
     return scan
+
+
+def staged_records(staging_path: Path, *, errors: list[tuple[str, str]]) -> list[staging.UploadRecord]:
+    """Every upload record of a staging area in admission order (unreadable ones into ``errors``)."""
+    return staging.list_records(staging_path, errors=errors)
+
+
+def uploads_view(records: Sequence[staging.UploadRecord], admitted: int | None = None) -> SourceView:
+    """The staging area as observed through ``records`` (admission order): the newest upload is
+    the last one with a readable manifest identity; ``admitted`` defaults to the highest ``seq``."""
+    seen = [s for s in (seen_upload(r.run_id, r.manifest) for r in records) if s is not None]
+    last: Seen | None = seen[-1] if seen else None
+    count = admitted if admitted is not None else max((r.seq for r in records), default=0)
+    return SourceView(count, last, noun="upload")

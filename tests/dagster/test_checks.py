@@ -1,4 +1,6 @@
-"""Asset checks of destination assets: they look at the bundle paths the asset materialized."""
+"""Asset checks of destination assets: declared with the assets, evaluated in every run that
+materializes them and alone ("Execute checks"); they look at the bundle paths the asset
+materialized; failing ones list the paths at fault as tables; ``managed_outputs_present`` blocks."""
 
 from __future__ import annotations
 
@@ -32,37 +34,55 @@ def config(tmp_path: Path) -> Path:
     return write_config(tmp_path, CONFIG)
 
 
-def run_checks(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, dg.AssetCheckEvaluation]:
+def run_checks(
+    defs: dg.Definitions, instance: dg.DagsterInstance, *, success: bool = True
+) -> dict[str, dg.AssetCheckEvaluation]:
+    """A checks-only run, as "Execute checks" in the UI launches it."""
     job = defs.resolve_implicit_global_asset_job_def().get_subset(
         asset_check_selection={dg.AssetCheckKey(KEY, name) for name in NAMES}, asset_selection=set()
     )
-    result = job.execute_in_process(instance=instance)
-    assert result.success
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success is success
+    assert result.asset_materializations_for_node("reports") == []
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
-def publish(defs: dg.Definitions, instance: dg.DagsterInstance, bundle_path: str | None = None) -> None:
+def publish(
+    defs: dg.Definitions, instance: dg.DagsterInstance, bundle_path: str | None = None, *, success: bool = True
+) -> dg.ExecuteInProcessResult:
     config = {"bundle_path": bundle_path} if bundle_path is not None else {}
     result = defs.resolve_job_def("publish_reports").execute_in_process(
-        instance=instance, run_config={"ops": {"discover": {"config": config}}}
+        instance=instance, run_config={"ops": {"reports": {"config": config}}}, raise_on_error=False
     )
-    assert result.success
+    assert result.success is success
+    return result
+
+
+def rows(evaluation: dg.AssetCheckEvaluation, table: str) -> list[dict]:
+    return [record.data for record in evaluation.metadata[table].value.records]
 
 
 def test_checks_pass_after_publication_and_fail_when_an_output_is_deleted_by_hand(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     defs = build_definitions(config)
-    publish(defs, instance)
+    published = publish(defs, instance)
+    # the checks ran in the publishing run, after the materializations
+    in_run = {e.check_name: e for e in published.get_asset_check_evaluations()}
+    assert {name: e.passed for name, e in in_run.items()} == dict.fromkeys(NAMES, True)
+    assert in_run["state_valid"].metadata["bundle_paths"].value == ["d1", "d2"]
     passed = run_checks(defs, instance)
     assert {name: e.passed for name, e in passed.items()} == dict.fromkeys(NAMES, True)
     assert passed["state_valid"].metadata["bundle_paths"].value == ["d1", "d2"]
 
     (tmp_path / "out" / "d2" / "sub" / "s.txt").unlink()
-    after = run_checks(defs, instance)
+    # managed_outputs_present is blocking: its failure fails the check step, so the run fails
+    after = run_checks(defs, instance, success=False)
     assert after["managed_outputs_present"].passed is False
     assert after["managed_outputs_present"].severity == dg.AssetCheckSeverity.ERROR
+    assert after["managed_outputs_present"].blocking is True
     assert after["managed_outputs_present"].metadata["missing"].value == {"d2": ["sub/s.txt"]}
+    assert rows(after["managed_outputs_present"], "missing_outputs") == [{"bundle_path": "d2", "path": "sub/s.txt"}]
     assert after["state_valid"].passed is True
     assert after["no_unmanaged_content"].passed is True
 
@@ -74,12 +94,15 @@ def test_unmanaged_content_is_a_warning_and_invalid_state_fails_state_valid(
     publish(defs, instance)
     (tmp_path / "out" / "d1" / "stray.txt").write_text("x\n")
     (tmp_path / "out" / "d2" / ".distributor.json").write_text("{not json")
-    checks = run_checks(defs, instance)
+    checks = run_checks(defs, instance, success=False)
     unmanaged = checks["no_unmanaged_content"]
     assert unmanaged.passed is False and unmanaged.severity == dg.AssetCheckSeverity.WARN
     assert unmanaged.metadata["unmanaged"].value == {"d1": ["stray.txt"]}
+    stray = {"bundle_path": "d1", "path": "stray.txt", "type": "file", "size": 2}
+    assert rows(unmanaged, "unmanaged_entries") == [stray]
     assert checks["state_valid"].passed is False
     assert list(checks["state_valid"].metadata["errors"].value) == ["d2"]
+    assert [row["bundle_path"] for row in rows(checks["state_valid"], "error_table")] == ["d2"]
     assert checks["managed_outputs_present"].passed is False
 
 
@@ -97,3 +120,32 @@ def test_checks_ignore_bundle_paths_the_asset_did_not_materialize(
     checks = run_checks(defs, instance)
     assert checks["state_valid"].metadata["bundle_paths"].value == ["d1"]
     assert all(e.passed for e in checks.values())
+
+
+def test_blocking_checks_are_configurable(tmp_path: Path, config: Path, instance: dg.DagsterInstance) -> None:
+    defs = build_definitions(config, blocking_checks=())
+    publish(defs, instance)
+    (tmp_path / "out" / "d1" / "r.txt").unlink()
+    checks = run_checks(defs, instance)  # nothing blocks: the failed check does not fail the run
+    assert checks["managed_outputs_present"].passed is False
+    assert checks["managed_outputs_present"].blocking is False
+    strict = build_definitions(config, blocking_checks=["state_valid", "managed_outputs_present"])
+    graph = strict.resolve_asset_graph()
+    blocking = {key.name for key in graph.asset_check_keys if graph.get_check_spec(key).blocking}
+    assert blocking == {"state_valid", "managed_outputs_present"}
+    with pytest.raises(ValueError, match="blocking_checks must name checks"):
+        build_definitions(config, blocking_checks=["fresh"])
+
+
+def test_a_failing_blocking_check_fails_the_publishing_run_after_the_publication(
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
+) -> None:
+    defs = build_definitions(config)
+    publish(defs, instance, "d1")
+    (tmp_path / "out" / "d1" / "r.txt").unlink()
+    result = publish(defs, instance, "d2", success=False)
+    assert [m.metadata["source_bundle_path"].value for m in result.asset_materializations_for_node("reports")] == ["d2"]
+    failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failed == ["reports.check_archive"]
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "managed_outputs_present"]
+    assert rows(evaluation, "missing_outputs") == [{"bundle_path": "d1", "path": "r.txt"}]

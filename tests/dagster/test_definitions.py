@@ -36,6 +36,7 @@ def expected_names(config_path: Path) -> dict[str, set]:
         p = sanitize(pipeline.id)
         jobs.add(f"publish_{p}")
         groups.add(p)
+        assets.add((p,))  # the source asset
         sensors.add(f"uploads_{p}" if pipeline.is_upload else f"watch_{p}")
         for destination in pipeline.destinations:
             d = sanitize(destination.id)
@@ -73,32 +74,47 @@ def test_names_of_the_local_publish_example_exactly() -> None:
         "reconcile_state_example_source_bundle__local_archive",
     }
     assert names["sensors"] == {"watch_example_source_bundle"}
-    assert names["assets"] == {("example_source_bundle", "local_archive")}
+    assert names["assets"] == {("example_source_bundle",), ("example_source_bundle", "local_archive")}
     assert names["groups"] == {"example_source_bundle"}
     job = defs.resolve_job_def("publish_example_source_bundle")
-    assert [node.name for node in job.graph.nodes_in_topological_order] == [
-        "discover", "validate", "plan_local_archive", "execute_local_archive", "report"
+    (node,) = job.graph.nodes
+    assert node.name == "example_source_bundle"
+    assert [n.name for n in node.definition.nodes_in_topological_order] == [
+        "discover", "validate", "plan_local_archive", "execute_local_archive", "report", "check_local_archive"
     ]
     prune = defs.resolve_job_def("prune_example_source_bundle__local_archive")
     assert [node.name for node in prune.graph.nodes_in_topological_order] == ["load_state", "plan_prune", "apply_prune"]
     repair = defs.resolve_job_def("reconcile_state_example_source_bundle__local_archive")
     assert [node.name for node in repair.graph.nodes_in_topological_order] == ["load_state", "reconcile_state"]
-    spec = next(iter(defs.resolve_all_asset_specs()))
+    specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
+    spec = specs[dg.AssetKey(["example_source_bundle", "local_archive"])]
     assert spec.tags["distributor/pipeline"] == "example-source-bundle"
     assert spec.tags["distributor/destination"] == "local-archive"
     assert spec.metadata["pipeline_id"] == "example-source-bundle"
     assert spec.metadata["destination_id"] == "local-archive"
+    root = (REPO / "demo-output" / "local-publish" / "archive").resolve()
+    assert spec.metadata["dagster/uri"] == root.as_uri()
+    assert f"local directory {root}" in spec.description
+    assert spec.kinds == {"local"} and spec.group_name == "example_source_bundle"
+    assert {dep.asset_key for dep in spec.deps} == {dg.AssetKey(["example_source_bundle"])}
+    source = specs[dg.AssetKey(["example_source_bundle"])]
+    assert source.kinds == {"local"} and source.group_name == "example_source_bundle"
+    assert source.metadata["dagster/uri"] == (REPO / "examples" / "source-bundle").resolve().as_uri()
+    graph = defs.resolve_asset_graph()
+    assert graph.get(spec.key).is_materializable and graph.get(source.key).is_observable
+    assert graph.get(spec.key).code_version.startswith("0.1.0-")
 
 
-def test_upload_pipelines_get_an_upload_sensor_and_require_an_upload_run_id() -> None:
+def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> None:
+    """Every run config field is optional (so "Execute checks" needs no config); a run that
+    publishes an upload pipeline without ``upload_run_id`` fails in discover (test_upload_sensor)."""
     defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
     assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
     job = defs.resolve_job_def("publish_example_http_upload")
-    fields = job.run_config_schema.config_type.fields["ops"].config_type.fields["discover"].config_type.fields
-    config_fields = fields["config"].config_type.fields
-    assert config_fields["upload_run_id"].is_required
-    assert not any(config_fields[name].is_required for name in
-                   ("bundle_path", "destination", "dry_run", "force", "republish"))
+    ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
+    config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
+    assert set(config_fields) == {"bundle_path", "destination", "upload_run_id", "dry_run", "force", "republish"}
+    assert not any(field.is_required for field in config_fields.values())
 
 
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
@@ -129,6 +145,61 @@ def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
     dg.Definitions.validate_loadable(defs)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert {s.name for s in defs.sensors} == {"watch_far", "watch_near"}
+
+
+def test_the_whole_location_builds_with_every_root_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: loading the code location is a parse. With every option that adds definitions
+    (eager automation, blocking checks, an upload pipeline) and every root unreachable (no route,
+    no credentials, no directories, no staging area), the Definitions, their repository, the
+    implicit asset job and every job build without opening a storage or a socket."""
+    import socket
+
+    import distributor_core.storage.factory as factory
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the code location load opened a storage or a socket")
+
+    monkeypatch.setattr(factory, "_open", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    config = write_config(
+        tmp_path,
+        """\
+        secrets: {directory: secrets-that-do-not-exist}
+        server:
+          http: {bind: 127.0.0.1:9, staging_root: staging/not-created}
+        upload_tokens:
+          - {id: up, token_env: UNSET_UPLOAD_TOKEN, allow_pipelines: [uploads]}
+        pipelines:
+          - id: far
+            source: {backend: s3, bucket: nowhere, prefix: in, endpoint: http://192.0.2.1:9,
+                     credentials: {access_key_id_env: UNSET_KEY_ID, secret_access_key_env: UNSET_SECRET}}
+            destinations:
+              - {id: web, backend: ssh, host: 192.0.2.1, user: nobody, path: /srv/www, known_hosts_file: kh}
+              - {id: disk, backend: local, path: not-created/yet}
+          - id: uploads
+            source: {backend: http_upload}
+            destinations:
+              - id: bucket
+                backend: s3
+                bucket: nowhere
+                endpoint: http://192.0.2.1:9
+                credentials: {access_key_id_env: UNSET_KEY_ID, secret_access_key_env: UNSET_SECRET}
+        """,
+    )
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    defs = build_definitions(config, automation="eager", blocking_checks=["state_valid", "managed_outputs_present"])
+    dg.Definitions.validate_loadable(defs)
+    repository = defs.get_repository_def()
+    jobs = {job.name for job in repository.get_all_jobs()}
+    assert {"publish_far", "publish_uploads", "__ASSET_JOB"} <= jobs
+    graph = repository.asset_graph
+    assert {"/".join(k.path) for k in graph.get_all_asset_keys()} == {
+        "far", "far/web", "far/disk", "uploads", "uploads/bucket",
+    }
+    assert graph.get(dg.AssetKey(["far", "web"])).parent_keys == {dg.AssetKey(["far"])}
+    assert {s.name for s in defs.sensors} == {"watch_far", "uploads_uploads", "distributor_automation"}
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 
 def test_an_invalid_config_fails_the_load_with_the_cli_message(tmp_path: Path) -> None:
@@ -258,7 +329,7 @@ def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
         "team_prune_example_fan_out__source_archive", "team_prune_example_fan_out__html_site",
         "team_reconcile_state_example_fan_out__source_archive", "team_reconcile_state_example_fan_out__html_site",
     }
-    assert names["assets"] == {("dist_ri", "example_fan_out", "source_archive"),
+    assert names["assets"] == {("dist_ri", "example_fan_out"), ("dist_ri", "example_fan_out", "source_archive"),
                                ("dist_ri", "example_fan_out", "html_site")}
     assert names["groups"] == {"team_example_fan_out"}
     (sensor,) = defs.sensors
@@ -293,8 +364,11 @@ def test_the_component_loads_its_config_relative_to_its_defs_yaml() -> None:
             (sensor,) = defs.sensors
             assert sensor.minimum_interval_seconds == 11
             # relative paths inside the config resolve against the config file's directory (D4)
-            spec = next(iter(defs.resolve_all_asset_specs()))
-            assert spec.metadata["destination_root"] == "../demo-output/local-publish/archive"
+            specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
+            spec = specs[dg.AssetKey(["example_source_bundle", "local_archive"])]
+            assert spec.metadata["configured_root"] == "../demo-output/local-publish/archive"
+            root = (folder / ".." / "demo-output" / "local-publish" / "archive").resolve()
+            assert spec.metadata["destination_root"] == root.as_uri() == spec.metadata["dagster/uri"]
 
 
 def test_workspace_yaml_loads_the_code_location(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_dg_project_example_builds_its_definitions_from_the_component(monkeypatc
         }
         assert [sensor.name for sensor in defs.sensors] == ["watch_site_reports"]
         specs = {tuple(spec.key.path): spec for spec in defs.resolve_all_asset_specs()}
-        assert set(specs) == {("site_reports", "archive"), ("site_reports", "html")}
+        assert set(specs) == {("site_reports",), ("site_reports", "archive"), ("site_reports", "html")}
     finally:
         for name in [m for m in sys.modules if m == "distributor_site" or m.startswith("distributor_site.")]:
             del sys.modules[name]

@@ -1,9 +1,11 @@
-"""``publish_<pipeline>`` executed in process: same bytes as ``distributor run``, asset events
-(resolutions E2), independent destinations, validation before any write, selectors (E1, B3)."""
+"""``publish_<pipeline>`` (the asset job of a pipeline's destination assets) executed in process:
+same bytes as ``distributor run``, asset events with data versions (resolutions E2, issue 12),
+independent destinations, validation before any write, selectors (E1, B3), asset subsets."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +13,16 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from distributor_core.app.run import RunOptions, run_config
+from distributor_core.app.publication import execute_destination, plan_destination
+from distributor_core.app.run import DestinationPool, RunOptions, run_config
 from distributor_core.bundle import load_manifest
-from distributor_core.config import load_config
+from distributor_core.config import Environment, load_config
 from distributor_core.source import SourceBundle
+from distributor_core.storage.local import LocalStorage
 from distributor_dagster import build_definitions
-from distributor_dagster.publish.model import Selection
+from distributor_dagster.publish.events import asset_events
 from tests.dagster.conftest import (
+    FROZEN,
     copy_example_bundle,
     events_of,
     frozen_clock,
@@ -31,6 +36,7 @@ from tests.dagster.conftest import (
 pytestmark = pytest.mark.dagster
 
 DISTRIBUTOR = Path(sys.executable).parent / "distributor"
+DAGSTER = Path(sys.executable).parent / "dagster"
 
 CONFIG = """\
 pipelines:
@@ -78,6 +84,22 @@ def without_times(data: bytes) -> object:
     return strip(json.loads(data))
 
 
+GRAPH = "reports_daily"
+
+
+def step(name: str) -> str:
+    return f"{GRAPH}.{name}"
+
+
+def cfg(**config: object) -> dict:
+    """Run config of the publication: ``ops.<pipeline graph>.config``."""
+    return {"ops": {GRAPH: {"config": config}}}
+
+
+def destination_observations(result: dg.ExecuteInProcessResult) -> list[dg.AssetObservation]:
+    return [o for o in observations(result) if len(o.asset_key.path) == 2]
+
+
 def publish(config: Path, run_config: dict | None = None, **options: object) -> dg.ExecuteInProcessResult:
     defs = build_definitions(config, clock=frozen_clock, **options)
     job = defs.resolve_job_def("publish_reports_daily")
@@ -103,6 +125,46 @@ def test_publish_job_writes_what_distributor_run_writes(tmp_path: Path, source: 
             assert without_times(dagster_files[path]) == without_times(data), path
         else:
             assert dagster_files[path] == data, path
+
+
+def test_dagster_job_execute_writes_what_distributor_run_writes_and_an_unchanged_rerun_writes_nothing(
+    tmp_path: Path, source: Path
+) -> None:
+    """The CLI way in, as the docs show it: ``dagster job execute -j publish_<p>`` in a subprocess
+    against a real instance, next to ``distributor run``; then the same job again touches no file."""
+    dagster_config = write_config(tmp_path, CONFIG.format(out="dagster"), "dagster.yml")
+    cli_config = write_config(tmp_path, CONFIG.format(out="cli"), "cli.yml")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DISTRIBUTOR_CONFIG": str(dagster_config)}
+    command = [str(DAGSTER), "job", "execute", "-m", "distributor_dagster.definitions", "-j", "publish_reports_daily"]
+
+    first = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    cli = subprocess.run([str(DISTRIBUTOR), "run", "--config", str(cli_config)], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    dagster_files, cli_files = tree(tmp_path / "dagster"), tree(tmp_path / "cli")
+    assert sorted(dagster_files) == sorted(cli_files)
+    for path, data in cli_files.items():
+        if path.endswith(".distributor.json"):
+            assert without_times(dagster_files[path]) == without_times(data), path
+        else:
+            assert dagster_files[path] == data, path
+
+    def stats() -> dict[str, tuple[int, int, int]]:
+        files = sorted(p for p in (tmp_path / "dagster").rglob("*") if p.is_file())
+        return {str(p): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in files}
+
+    before = stats()
+    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert stats() == before
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        archive = dg.AssetKey([GRAPH, "archive"])
+        assert len(instance.fetch_materializations(archive, limit=10).records) == 2  # both bundles, first run
+        skips = instance.fetch_observations(archive, limit=10).records
+        assert sorted(o.asset_observation.metadata["action"].value for o in skips) == ["skip_same", "skip_same"]
 
 
 def test_publish_job_state_is_byte_identical_to_the_library_run_with_the_same_clock(
@@ -131,7 +193,8 @@ def test_materialization_carries_the_publication(tmp_path: Path, source: Path) -
     assert meta(event, "dry_run") is False
     assert meta(event, "source_id") == "reports.daily"
     assert str(meta(event, "source_digest")).startswith("sha256:")
-    assert meta(event, "source_created") == "2026-06-08T12:00:00Z"
+    assert isinstance(event.metadata["source_created"], dg.TimestampMetadataValue)
+    assert meta(event, "source_created") == FROZEN.timestamp()
     assert meta(event, "destination_path") == "2026-06-08"
     assert meta(event, "pipeline_id") == "reports.daily" and meta(event, "destination_id") == "html-site"
     rows = {r.data["path"]: r.data for r in event.metadata["outputs"].value.records}
@@ -144,16 +207,16 @@ def test_materialization_carries_the_publication(tmp_path: Path, source: Path) -
                                                 if p.is_file() and p.name != ".distributor.json")
     assert isinstance(event.metadata["primary_url"], dg.UrlMetadataValue)
     assert meta(event, "primary_url") == "https://reports.example.com/site/2026-06-08/report.html"
-    assert observations(result) == []
+    assert destination_observations(result) == []
 
 
 def test_skips_and_dry_runs_are_observations_with_the_same_metadata(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    dry = publish(config, {"ops": {"discover": {"config": {"dry_run": True}}}})
+    dry = publish(config, cfg(dry_run=True))
     assert dry.success
     assert materializations(dry) == []
     assert not (tmp_path / "out").exists()
-    planned = observations(dry)
+    planned = destination_observations(dry)
     assert len(planned) == 5
     assert {meta(e, "action") for e in planned} == {"publish_new"}
     assert all(meta(e, "dry_run") is True and meta(e, "status") == "planned" for e in planned)
@@ -163,7 +226,7 @@ def test_skips_and_dry_runs_are_observations_with_the_same_metadata(tmp_path: Pa
     again = publish(config)
     assert again.success
     assert materializations(again) == []
-    skipped = observations(again)
+    skipped = destination_observations(again)
     assert len(skipped) == 5
     assert {meta(e, "action") for e in skipped} == {"skip_same"}
     assert all(meta(e, "status") == "skipped" and meta(e, "bytes_written") == 0 for e in skipped)
@@ -178,13 +241,14 @@ def test_a_failing_destination_fails_its_own_step_and_the_others_still_publish(t
     result = publish(config)
     assert not result.success
     failed = {e.step_key for e in events_of(result, "STEP_FAILURE")}
-    assert failed == {"execute_archive"}
+    assert failed == {step("execute_archive")}
     succeeded = {e.step_key for e in events_of(result, "STEP_SUCCESS")}
-    assert {"plan_archive", "plan_html_site", "execute_html_site", "plan_latest", "execute_latest"} <= succeeded
+    assert {step(n) for n in ("plan_archive", "plan_html_site", "execute_html_site", "plan_latest",
+                              "execute_latest")} <= succeeded
     # the other bundle of the failing destination is still published, like the CLI
     assert (tmp_path / "out" / "archive" / "2026-06-08" / ".distributor.json").is_file()
     assert unmanaged.read_text() == "not published by distributor\n"
-    failures = [e for e in observations(result) if meta(e, "status") == "failed"]
+    failures = [e for e in destination_observations(result) if meta(e, "status") == "failed"]
     (failure,) = failures
     assert meta(failure, "action") == "fail_unmanaged"
     assert meta(failure, "source_bundle_path") == "2026-06-07"
@@ -197,9 +261,9 @@ def test_an_invalid_bundle_fails_validate_before_any_destination_is_touched(tmp_
     (source / "2026-06-08" / "report.md").write_text("# changed after the manifest\n")
     result = publish(config)
     assert not result.success
-    assert [e.step_key for e in events_of(result, "STEP_FAILURE")] == ["validate"]
+    assert [e.step_key for e in events_of(result, "STEP_FAILURE")] == [step("validate")]
     started = {e.step_key for e in events_of(result, "STEP_START")}
-    assert started == {"discover", "validate"}
+    assert started == {step("discover"), step("validate")}
     failure = events_of(result, "STEP_FAILURE")[0].event_specific_data.error
     assert "invalid source bundle 2026-06-08" in failure.message
     assert not (tmp_path / "out").exists()
@@ -207,27 +271,27 @@ def test_an_invalid_bundle_fails_validate_before_any_destination_is_touched(tmp_
 
 def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    selected = {"destination": "html-site", "bundle_path": "2026-06-07"}
-    result = publish(config, {"ops": {"discover": {"config": selected}}})
+    result = publish(config, cfg(destination="html-site", bundle_path="2026-06-07"))
     assert result.success
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["site"]
     assert sorted(p.name for p in (tmp_path / "out" / "site").iterdir()) == ["2026-06-07"]
-    skipped = {e.step_key for e in events_of(result, "STEP_SKIPPED")}
-    assert skipped == {"execute_archive", "execute_latest"}
-    report = result.output_for_node("report")
+    # the other destinations' steps run (no step skips, see PUBLISH_EXECUTOR) but publish nothing
+    assert events_of(result, "STEP_SKIPPED") == []
+    assert {meta(e, "destination_id") for e in destination_observations(result)} <= {"html-site"}
+    report = result.output_for_node(step("report"))
     assert [(a["destination_id"], a["bundle_path"]) for a in report["actions"]] == [("html-site", "2026-06-07")]
 
 
 def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
     for flag in ("force", "republish"):
-        result = publish(config, {"ops": {"discover": {"config": {flag: True}}}})
+        result = publish(config, cfg(**{flag: True}))
         assert not result.success
         error = events_of(result, "STEP_FAILURE")[0].event_specific_data.error.message
         assert f"{flag} requires a run that targets exactly one destination" in error
     assert not (tmp_path / "out").exists()
     assert publish(config).success
-    forced = publish(config, {"ops": {"discover": {"config": {"destination": "archive", "republish": True}}}})
+    forced = publish(config, cfg(destination="archive", republish=True))
     assert forced.success
     assert {meta(e, "action") for e in materializations(forced)} == {"replace_older"}
     assert {meta(e, "reason") for e in materializations(forced)} == {"republish of same source requested"}
@@ -235,7 +299,7 @@ def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source
 
 def test_unknown_destination_fails_discover(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    result = publish(config, {"ops": {"discover": {"config": {"destination": "nope"}}}})
+    result = publish(config, cfg(destination="nope"))
     assert not result.success
     error = events_of(result, "STEP_FAILURE")[0].event_specific_data.error.message
     assert "pipeline reports.daily destination nope not found" in error
@@ -267,20 +331,21 @@ def test_execute_steps_sharing_a_root_share_a_pool_and_run_in_config_order(tmp_p
     copy_example_bundle(tmp_path / "source")
     config = write_config(tmp_path, SHARED)
     job = build_definitions(config).resolve_job_def("publish_site")
+    graph = job.graph.node_named("site").definition
     nodes = ("execute_copy", "execute_other", "execute_html")
-    pools = {node: job.graph.node_named(node).definition.pool for node in nodes}
+    pools = {node: graph.node_named(node).definition.pool for node in nodes}
     assert pools["execute_copy"] == pools["execute_html"] == f"distributor/local:{tmp_path / 'out' / 'root'}"
     assert pools["execute_other"] == f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
-    assert job.graph.node_named("plan_copy").definition.pool is None
+    assert graph.node_named("plan_copy").definition.pool is None
 
     result = job.execute_in_process(raise_on_error=False)
     assert result.success
     order = [(e.event_type_value, e.step_key) for e in result.all_events
-             if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("execute_")]
+             if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("site.execute_")]
     assert order == [
-        ("STEP_START", "execute_copy"), ("STEP_SUCCESS", "execute_copy"),
-        ("STEP_START", "execute_other"), ("STEP_SUCCESS", "execute_other"),
-        ("STEP_START", "execute_html"), ("STEP_SUCCESS", "execute_html"),
+        ("STEP_START", "site.execute_copy"), ("STEP_SUCCESS", "site.execute_copy"),
+        ("STEP_START", "site.execute_other"), ("STEP_SUCCESS", "site.execute_other"),
+        ("STEP_START", "site.execute_html"), ("STEP_SUCCESS", "site.execute_html"),
     ]
     state = json.loads((tmp_path / "out" / "root" / ".distributor.json").read_text())
     assert {o["destination_id"] for o in state["owners"]} == {"copy", "html"}
@@ -290,28 +355,38 @@ def test_runs_carry_the_pipeline_tag(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
     job = build_definitions(config).resolve_job_def("publish_reports_daily")
     assert job.tags["distributor/pipeline"] == "reports.daily"
-    result = job.execute_in_process(run_config={"ops": {"discover": {"config": {"dry_run": True}}}})
+    result = job.execute_in_process(run_config=cfg(dry_run=True))
     assert result.dagster_run.tags["distributor/pipeline"] == "reports.daily"
 
 
 def test_execute_records_both_actions_when_the_plan_changed_before_the_lock(tmp_path: Path) -> None:
     copy_example_bundle(tmp_path / "source")
-    config = write_config(
+    config_path = write_config(
         tmp_path, "pipelines:\n  - id: p\n    source: {backend: local, path: source}\n"
         "    destinations:\n      - {id: d, backend: local, path: out}\n",
     )
-    job = build_definitions(config).resolve_job_def("publish_p")
-    selection = Selection("p", ("",))
+    config = load_config(config_path)
+    pipeline = config.pipeline("p")
+    (destination,) = pipeline.destinations
+    source = LocalStorage(tmp_path / "source")
     bundles = [SourceBundle("", load_manifest(tmp_path / "source"))]
-    (planned,) = list(job.graph.node_named("plan_d").definition(dg.build_op_context(), selection, bundles))
-    assert planned.value.entries[0].action == "publish_new"
+    with DestinationPool(Environment.from_config(config), dry_run=True) as pool:
+        planned = plan_destination(pipeline, destination, source, bundles, pool=pool, options=RunOptions())
+    assert [entry.action for entry in planned] == ["publish_new"]
 
-    assert job.execute_in_process().success  # another writer publishes between plan and execute
+    assert run_config(config).ok  # another writer publishes between plan and execute
 
-    context = dg.build_op_context()
-    (output,) = list(job.graph.node_named("execute_d").definition(context, selection, bundles, planned.value))
-    (entry,) = output.value.entries
+    with DestinationPool(Environment.from_config(config), dry_run=False) as pool:
+        (entry,) = execute_destination(
+            pipeline, destination, source, bundles, pool=pool, options=RunOptions(), planned=planned
+        )
     assert (entry.action, entry.planned_action) == ("skip_same", "publish_new")
-    (event,) = context.get_events()
-    assert isinstance(event, dg.AssetObservation)
+    events = asset_events(
+        [entry], {"": bundles[0].manifest}, asset_key=dg.AssetKey(["p", "d"]), source_key=dg.AssetKey(["p"]),
+        dry_run=False, root_uri=(tmp_path / "out").as_uri(),
+    )
+    (event,) = events.logged
+    assert events.final is None and isinstance(event, dg.AssetObservation)
     assert meta(event, "action") == "skip_same" and meta(event, "planned_action") == "publish_new"
+    # the destination still holds the bundle: the observation keeps its data version
+    assert event.tags["dagster/data_version"] == bundles[0].manifest.digest

@@ -118,14 +118,21 @@ def test_one_run_per_accepted_upload_and_none_on_the_next_tick(
     first = tick(defs, None, instance)
     assert [r.run_key for r in first.run_requests] == run_ids
     request = first.run_requests[0]
-    assert request.run_config == {"ops": {"discover": {"config": {"upload_run_id": run_ids[0]}}}}
+    assert request.run_config == {"ops": {"reports_daily": {"config": {"upload_run_id": run_ids[0]}}}}
     assert request.tags == {
         "distributor/upload_run_id": run_ids[0],
         "distributor/pipeline": "reports.daily",
         "distributor/bundle_id": "reports.b0",
     }
+    # the tick observes the source asset (the staging area): the newest upload's digest
+    (observation,) = first.asset_events
+    newest = sg.read_record(tmp_path / "staging" / "reports.daily", run_ids[-1])
+    assert observation.asset_key == dg.AssetKey(["reports_daily"])
+    assert observation.tags["dagster/data_version"] == newest.manifest["digest"]
+    assert observation.metadata["newest_upload"].value == run_ids[-1]
+    assert observation.metadata["uploads_admitted"].value == 3
     second = tick(defs, first.cursor, instance)
-    assert second.run_requests == []
+    assert second.run_requests == [] and second.asset_events == []
     assert second.skip_reason is not None and second.skip_reason.skip_message == "no new uploads"
 
     more = staged_uploads(tmp_path / "later", config, instance, 1)
@@ -174,8 +181,9 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
         dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
-        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {"execute_mirror"}
-        assert "report" in {e.step_key for e in events_of(result, "STEP_SUCCESS")}
+        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {"reports_daily.execute_mirror"}
+        # the publish executor runs the report after a failed destination
+        assert "reports_daily.report" in {e.step_key for e in events_of(result, "STEP_SUCCESS")}
         failed_run = result.run_id
     record = sg.read_record(staging_path, run_id)
     assert record.status == "failed" and record.dagster_run_id == failed_run
@@ -185,13 +193,21 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     assert (tmp_path / "out" / "archive" / "r.md").is_file()
 
     stray.unlink()
+    # "Re-execute from failure": the failed execute step publishes again, then report and the checks
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
+        dg.reconstructable(job_from_environment), instance,
+        reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
     ) as rerun:
         assert rerun.success
+        started = {e.step_key for e in events_of(rerun, "STEP_START")}
+        assert {"reports_daily.execute_mirror", "reports_daily.report"} <= started
+        assert not started & {"reports_daily.discover", "reports_daily.validate", "reports_daily.execute_archive"}
+        assert instance.get_run_by_id(rerun.run_id).tags["distributor/upload_run_id"] == run_id
     record = sg.read_record(staging_path, run_id)
-    assert record.status == "succeeded" and record.error == ""
-    assert [a["action"] for a in record.report["actions"]] == ["skip_same", "publish_new"]
+    assert record.status == "succeeded" and record.error == "" and record.dagster_run_id == rerun.run_id
+    # archive's entry comes from the parent run, mirror's from the re-execution
+    assert [a["action"] for a in record.report["actions"]] == ["publish_new", "publish_new"]
+    assert (tmp_path / "out" / "mirror" / "r.md").read_text() == "# 0\n"
     assert not (staging_path / run_id / "bundle").exists()
     # a succeeded upload is never published again
     again = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
@@ -209,11 +225,37 @@ def test_a_dry_run_of_an_upload_leaves_its_record_alone(
     staging_path = tmp_path / "staging" / "reports.daily"
     before = (staging_path / run_id / "upload.json").read_bytes()
     result = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
-        run_config={"ops": {"discover": {"config": {"upload_run_id": run_id, "dry_run": True}}}}, instance=instance
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id, "dry_run": True}}}},
+        instance=instance,
     )
     assert result.success
     assert (staging_path / run_id / "upload.json").read_bytes() == before
     assert not (tmp_path / "out").exists()
+
+
+def test_an_upload_launched_by_hand_is_tagged_and_linked_and_one_without_an_id_is_refused(
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
+) -> None:
+    (run_id,) = staged_uploads(tmp_path, config, instance, 1)
+    defs = build_definitions(config)
+    job = defs.resolve_job_def("publish_reports_daily")
+    missing = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not missing.success
+    error = events_of(missing, "STEP_FAILURE")[0].event_specific_data.error.message
+    assert "upload_run_id is required to publish pipeline reports.daily" in error
+    assert "uploads_reports_daily" in error
+
+    # launched by hand (no sensor tags): the run tags itself and the record links it
+    result = job.execute_in_process(
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id}}}}, instance=instance
+    )
+    assert result.success
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert tags["distributor/upload_run_id"] == run_id and tags["distributor/pipeline"] == "reports.daily"
+    record = sg.read_record(tmp_path / "staging" / "reports.daily", run_id)
+    assert record.dagster_run_id == result.run_id and record.status == "succeeded"
+    found = instance.get_run_records(dg.RunsFilter(tags={"distributor/upload_run_id": run_id}))
+    assert [r.dagster_run.run_id for r in found] == [result.run_id]
 
 
 def test_a_finished_upload_record_never_carries_host_paths(

@@ -51,22 +51,32 @@ def test_one_run_per_new_bundle_and_none_on_the_next_tick(tmp_path: Path, instan
     assert [r.run_key for r in requests] == [
         mtime_key(first, "2026/d1"), mtime_key(tmp_path / "source" / "2026" / "d2", "2026/d2")
     ]
-    assert requests[0].run_config == {"ops": {"discover": {"config": {"bundle_path": "2026/d1"}}}}
+    assert requests[0].run_config == {"ops": {"reports_daily": {"config": {"bundle_path": "2026/d1"}}}}
     assert requests[0].tags == {
         "distributor/pipeline": "reports.daily",
         "distributor/bundle_id": "reports.daily",
         "distributor/bundle_path": "2026/d1",
     }
     assert requests[1].tags["distributor/bundle_id"] == "reports.weekly"
+    # the tick observes the source asset: the newest bundle (same created time: the first path)
+    (observation,) = result.asset_events
+    assert observation.asset_key == dg.AssetKey(["reports_daily"])
+    assert observation.tags["dagster/data_version"] == load_manifest(first).digest
+    assert observation.metadata["bundle_count"].value == 2
+    assert observation.metadata["newest_bundle"].value == "2026/d1"
+    assert observation.metadata["newest_id"].value == "reports.daily"
+    assert isinstance(observation.metadata["newest_created"], dg.TimestampMetadataValue)
 
     again = tick(defs, "watch_reports_daily", result.cursor, instance)
-    assert again.run_requests == []
+    assert again.run_requests == [] and again.asset_events == []
     assert again.skip_reason is not None
 
     make_bundle(first, "reports.daily", {"r.md": "# one, corrected\n"})
     changed = tick(defs, "watch_reports_daily", again.cursor, instance)
     assert [r.run_key for r in changed.run_requests] == [mtime_key(first, "2026/d1")]
     assert changed.run_requests[0].run_key != requests[0].run_key
+    (observation,) = changed.asset_events
+    assert observation.tags["dagster/data_version"] == load_manifest(first).digest
 
     # the request is a valid run of the publish job
     job = defs.resolve_job_def("publish_reports_daily")

@@ -1,0 +1,59 @@
+"""How sources and destinations are named to a Dagster user: absolute root URIs (``dagster/uri``)
+and one-line descriptions. Pure functions of the loaded config (no storage is opened)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from distributor_core.config import Destination, HTTPUploadSource, LocalBackend, Pipeline, S3Backend, SSHBackend
+
+Storage = LocalBackend | SSHBackend | S3Backend | HTTPUploadSource
+
+
+def root_uri(storage: Storage) -> str:
+    """``file:///abs/root``, ``sftp://user@host[:port]/root``, ``s3://bucket/prefix``."""
+    if isinstance(storage, LocalBackend):
+        return Path(storage.resolved_path).absolute().as_uri()
+    if isinstance(storage, HTTPUploadSource):
+        return Path(storage.staging_path).absolute().as_uri()
+    if isinstance(storage, SSHBackend):
+        port = "" if storage.port == 22 else f":{storage.port}"
+        path = storage.path if storage.path.startswith("/") else f"/{storage.path}"
+        return f"sftp://{quote(storage.user, safe='')}@{storage.host}{port}{quote(path)}"
+    prefix = storage.prefix.strip("/")
+    return f"s3://{storage.bucket}/{quote(prefix)}" if prefix else f"s3://{storage.bucket}/"
+
+
+def root_text(storage: Storage) -> str:
+    """The resolved, absolute root as an operator reads it."""
+    if isinstance(storage, LocalBackend):
+        return f"local directory {Path(storage.resolved_path).absolute()}"
+    if isinstance(storage, HTTPUploadSource):
+        return f"upload staging area {Path(storage.staging_path).absolute()}"
+    if isinstance(storage, SSHBackend):
+        return f"SFTP {root_uri(storage)}"
+    endpoint = f" at {storage.endpoint}" if storage.endpoint else ""
+    return f"S3 {root_uri(storage)}{endpoint}"
+
+
+def destination_description(pipeline: Pipeline, destination: Destination) -> str:
+    mode = destination.path_mapping.mode
+    return (
+        f"Publications of pipeline {pipeline.id} to destination {destination.id}: {root_text(destination.storage)} "
+        f"({mode.replace('_', ' ')} paths, {destination.state.mode.replace('_', ' ')} state, "
+        f"{destination.reconciliation.mode} reconciliation). Materializing it publishes the source's bundles "
+        "there; only executed writes materialize, skips and dry runs are observations."
+    )
+
+
+def source_description(pipeline: Pipeline) -> str:
+    if pipeline.is_upload:
+        return (
+            f"Bundles uploaded to pipeline {pipeline.id} through `distributor serve`: {root_text(pipeline.source)}. "
+            "Observed by the uploads sensor; its data version is the digest of the newest upload."
+        )
+    return (
+        f"Source bundles of pipeline {pipeline.id}: {root_text(pipeline.source)}. Observed by the watch sensor, "
+        "the publish runs and the Observe button; its data version is the digest of the newest bundle."
+    )
