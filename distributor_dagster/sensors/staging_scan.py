@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from distributor_core.server import staging
+from distributor_core import staging
 from distributor_dagster.sources import Seen, SourceView, seen_upload
 
 CURSOR_VERSION = 1

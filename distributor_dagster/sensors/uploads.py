@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from distributor_core import staging
 from distributor_core.config import Pipeline
-from distributor_core.server import staging
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.publish.job import run_config
 from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging, uploads_view
