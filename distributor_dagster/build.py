@@ -13,6 +13,7 @@ import dagster as dg
 
 from distributor_core.config import load_config
 from distributor_dagster.assets import source_asset
+from distributor_dagster.audit import audit_definitions
 from distributor_dagster.maintenance.prune_job import prune_job
 from distributor_dagster.maintenance.repair_job import repair_job
 from distributor_dagster.names import config_names
@@ -69,7 +70,11 @@ def definitions_for(site: Site) -> dg.Definitions:
         sensors.append(automation_sensor(site, automated))
     # the publish executor is the location's default: runs of the implicit asset job (Materialize
     # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
-    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
+    audit_jobs, digest_checks = audit_definitions(site)  # the audit jobs; the opt-in digest checks
+    jobs.extend(audit_jobs)
+    return dg.Definitions(
+        assets=assets, asset_checks=digest_checks, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR
+    )
 
 
 def build_definitions(config_path: str | os.PathLike[str], **options: object) -> dg.Definitions:
@@ -78,7 +83,8 @@ def build_definitions(config_path: str | os.PathLike[str], **options: object) ->
     Options (keyword arguments, see :class:`~distributor_dagster.options.BuildOptions`):
     ``sensor_interval`` (seconds, default 30), ``default_sensor_status`` (``"stopped"`` or
     ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, ``automation``
-    (``"sensors"`` or ``"eager"``), ``blocking_checks``, and the test seams ``clock`` and ``environ``.
+    (``"sensors"`` or ``"eager"``), ``blocking_checks``, ``digest_checks``, and the test seams ``clock``
+    and ``environ``.
 
     Raises :class:`~distributor_core.config.ConfigError` (its message is the CLI's) for an
     invalid config and :class:`~distributor_dagster.names.NameCollisionError` when two ids map to

@@ -8,6 +8,7 @@
       name_prefix: ""
       automation: sensors                 # or eager: destinations publish by automation condition
       blocking_checks: [managed_outputs_present]
+      digest_checks: false                # true: the opt-in outputs_match_digests check
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
         default_factory=lambda: ["managed_outputs_present"],
         description="Asset checks whose failure blocks downstream assets in the same run.",
     )
+    digest_checks: bool = Field(
+        default=False,
+        description="Add the outputs_match_digests check to every destination asset (re-reads every byte "
+        "of every published output whenever it is evaluated).",
+    )
 
     def resolved_config_path(self, folder: Path) -> Path:
         path = Path(self.config_path).expanduser()
@@ -54,4 +60,5 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
             max_runs_per_tick=self.max_runs_per_tick,
             automation=self.automation,
             blocking_checks=tuple(self.blocking_checks),
+            digest_checks=self.digest_checks,
         )

@@ -3,8 +3,9 @@
 ``DISTRIBUTOR_CONFIG`` names the config file; ``DISTRIBUTOR_DAGSTER_SENSOR_INTERVAL`` (seconds),
 ``DISTRIBUTOR_DAGSTER_SENSOR_STATUS`` (``running`` or ``stopped``),
 ``DISTRIBUTOR_DAGSTER_NAME_PREFIX``, ``DISTRIBUTOR_DAGSTER_AUTOMATION`` (``sensors`` or ``eager``)
-and ``DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS`` (comma-separated check names, ``none`` for none) set
-options. Every failure names the variable.
+``DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS`` (comma-separated check names, ``none`` for none) and
+``DISTRIBUTOR_DAGSTER_DIGEST_CHECKS`` (``true``/``false``: the opt-in ``outputs_match_digests``
+check) set options. Every failure names the variable.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ OPTION_VARIABLES = {
     "name_prefix": "DISTRIBUTOR_DAGSTER_NAME_PREFIX",
     "automation": "DISTRIBUTOR_DAGSTER_AUTOMATION",
     "blocking_checks": "DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS",
+    "digest_checks": "DISTRIBUTOR_DAGSTER_DIGEST_CHECKS",
 }
 
 
@@ -58,7 +60,7 @@ def definitions_from_environment(environ: Mapping[str, str] | None = None) -> dg
             f"e.g. {CONFIG_VARIABLE}=examples/local-publish.yml"
         )
     options = options_from_environment(environ)
-    for option in ("automation", "blocking_checks"):
+    for option in ("automation", "blocking_checks", "digest_checks"):
         if option in options:
             try:
                 BuildOptions.create(**{option: options[option]})  # type: ignore[arg-type]

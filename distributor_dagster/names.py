@@ -89,6 +89,7 @@ class DestinationNames:
     publish_job: str
     prune_job: str
     reconcile_job: str
+    audit_job: str
     plan_node: str
     execute_node: str
     check_node: str
@@ -127,6 +128,8 @@ class PipelineNames:
 PUBLISH_NODES = ("discover", "validate", "report")
 PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
 REPAIR_NODES = ("load_state", "reconcile_state")
+#: the one node of ``audit_<p>__<d>`` (distributor_dagster.audit)
+AUDIT_NODE = "audit"
 
 
 def _destination_names(
@@ -137,6 +140,8 @@ def _destination_names(
     publish_job = f"{prefix}publish_{p}"
     prune_job = registry.claim("job", f"{prefix}prune_{p}__{d}", owner)
     reconcile_job = registry.claim("job", f"{prefix}reconcile_state_{p}__{d}", owner)
+    audit_job = registry.claim("job", f"{prefix}audit_{p}__{d}", owner)
+    registry.claim("op", f"{audit_job}__{AUDIT_NODE}", owner)
     for node in PRUNE_NODES:
         registry.claim("op", f"{prune_job}__{node}", owner)
     for node in REPAIR_NODES:
@@ -153,6 +158,7 @@ def _destination_names(
         publish_job=publish_job,
         prune_job=prune_job,
         reconcile_job=reconcile_job,
+        audit_job=audit_job,
         plan_node=plan_node,
         execute_node=execute_node,
         check_node=check_node,

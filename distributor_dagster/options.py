@@ -52,6 +52,18 @@ def parse_blocking_checks(value: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(name for name in CHECK_NAMES if name in names)
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def parse_flag(value: bool | str, option: str) -> bool:
+    """A boolean option, or its text (``true``/``1``/``yes``/``on``, ``false``/``0``/``no``/``off``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"{option} must be true or false, got {value!r}")
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     """Options of a generated code location.
@@ -68,6 +80,8 @@ class BuildOptions:
       and publish when their source is observed with a new bundle; ``watch_<p>`` then only observes).
     - ``blocking_checks``: checks whose failure blocks downstream assets and fails the check step
       (default ``("managed_outputs_present",)``; ``()`` for none).
+    - ``digest_checks``: add the opt-in ``outputs_match_digests`` check to every destination asset
+      (re-reads every byte of every published output when evaluated; :mod:`distributor_dagster.audit`).
     - ``clock``: stamps state times (a test seam; default the system clock).
     - ``environ``: where secrets resolve from (default ``os.environ``, then ``secrets.directory``).
     """
@@ -79,6 +93,7 @@ class BuildOptions:
     max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK
     automation: str = "sensors"
     blocking_checks: tuple[str, ...] = DEFAULT_BLOCKING_CHECKS
+    digest_checks: bool = False
     clock: Clock | None = field(default=None, compare=False)
     environ: Mapping[str, str] | None = field(default=None, compare=False)
 
@@ -97,6 +112,7 @@ class BuildOptions:
         max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK,
         automation: str = "sensors",
         blocking_checks: Sequence[str] | str = DEFAULT_BLOCKING_CHECKS,
+        digest_checks: bool | str = False,
         clock: Clock | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> BuildOptions:
@@ -115,6 +131,7 @@ class BuildOptions:
             max_runs_per_tick=max_runs_per_tick,
             automation=automation_mode(automation),
             blocking_checks=parse_blocking_checks(blocking_checks),
+            digest_checks=parse_flag(digest_checks, "digest_checks"),
             clock=clock,
             environ=environ,
         )

@@ -94,6 +94,11 @@ class BundleSetReport(Generic[R]):
         return not self.failed
 
     @property
+    def clean(self) -> bool:
+        """No bundle failed and every report is clean (an audit found nothing wrong)."""
+        return self.ok and all(getattr(report, "clean", True) for report in self.reports)
+
+    @property
     def warnings(self) -> list[str]:
         """Every section's warnings, prefixed with its bundle path."""
         return [

@@ -53,12 +53,15 @@ def run_bundle_set(
     dry_run: bool,
     one: Callable[[str], R],
     discovery_limit: int,
+    bundles: list[str] | None = None,
 ) -> BundleSetReport[R]:
-    """Run ``one`` for every bundle path holding state, in path order."""
+    """Run ``one`` for every bundle path holding state (or each of ``bundles``), in path order."""
     report: BundleSetReport[R] = BundleSetReport(
         target.pipeline.id, target.destination.id, target.backend, target.root_path, dry_run
     )
-    for bundle in discover_state_bundles(storage, limit=discovery_limit):
+    if bundles is None:
+        bundles = discover_state_bundles(storage, limit=discovery_limit)
+    for bundle in bundles:
         try:
             report.sections.append(BundleSection(bundle, one(bundle)))
         except ReportedError as exc:

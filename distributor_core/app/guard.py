@@ -92,6 +92,23 @@ def _journal_warning(storage: Storage, bundle_path: str) -> list[str]:
     ]
 
 
+def reader_warnings(storage: Storage, bundle_path: str) -> list[str]:
+    """Warnings for a reader that takes no lock (a dry run, an audit): a journal a crashed or
+    running writer left, and a lock another writer holds right now."""
+    warnings = _journal_warning(storage, bundle_path)
+    lock = lp.lock_path(bundle_path)
+    try:
+        held = storage.exists(lock)
+    except StorageError:
+        held = False
+    if held:
+        warnings.append(
+            f"{lock} is held by a writer; outputs it is replacing right now can show as mismatched: "
+            "re-run once it has finished"
+        )
+    return warnings
+
+
 @contextmanager
 def enter_bundle(
     storage: Storage,
@@ -100,12 +117,15 @@ def enter_bundle(
     dry_run: bool,
     holder: str,
     lock_wait: float = DEFAULT_WAIT,
+    require_state: bool = True,
 ) -> Iterator[Guard]:
-    """Dry run: no lock, no recovery. Otherwise hold the lock and recover first."""
+    """Dry run: no lock, no recovery. Otherwise hold the lock and recover first.
+    ``require_state=False`` (adoption into a bundle path without state) skips the state check."""
     if dry_run:
         yield Guard(storage, bundle_path, warnings=_journal_warning(storage, bundle_path))
         return
-    stat_state(storage, bundle_path)
+    if require_state:
+        stat_state(storage, bundle_path)
     with DestinationLock(storage, bundle_path, holder=holder, wait=lock_wait) as lock:
         recovery = recover(storage, bundle_path, deep_sweep=lock.broke_stale)
         yield Guard(storage, bundle_path, lock=lock, recovery=recovery)

@@ -2,10 +2,13 @@
 
 ``to_dict()`` gives the fields of the interface tables in their order, lists as ``[]`` (never
 null), ``all_owners``/``size``/``owner``/``failed_output`` omitted when false, zero or absent.
-Additions, all omitted when empty so a root report of an uneventful operation has exactly the
-documented fields: ``bundle_path`` right after ``root_path`` (when not the root, or always inside
-an ``all_bundles`` report), then at the end ``truncated`` (the unmanaged walk hit its bound),
-``recovery`` (a crashed writer's journal was settled first) and ``warnings``.
+Issue 18 adds, to ``reconcile-state`` reports only when asked for: ``mismatched_managed_outputs``
+after ``missing_managed_outputs`` (``audit``), then ``adopted_outputs`` and ``adoption``
+(``adopt``); unmanaged entries then carry a ``reason``. Other additions, all omitted when empty so
+a root report of an uneventful operation has exactly the documented fields: ``bundle_path``
+right after ``root_path`` (when not the root, or always inside an ``all_bundles`` report), then
+at the end ``truncated`` (the unmanaged walk hit its bound), ``recovery`` (a crashed writer's
+journal was settled first) and ``warnings``.
 
 Text lines follow Go's ``%s`` formatting (values unquoted), with ``bundle=<path>`` after
 ``root=`` for a bundle path other than the root.
@@ -14,16 +17,34 @@ Text lines follow Go's ``%s`` formatting (values unquoted), with ``bundle=<path>
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributor_core import paths as lp
+from distributor_core.app.output_check import OutputCheck
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.execute.journal import Recovery
+from distributor_core.jsonfmt import go_json_string
 from distributor_core.state import OwnerScope, PruneCandidate
 
+if TYPE_CHECKING:  # adoption's planning (plan, source) is not imported by audits and prunes
+    from distributor_core.app.adopt import AdoptedOutput, Adoption
 
-def _flag(value: bool) -> str:
+
+def flag_text(value: bool) -> str:
     return "true" if value else "false"
+
+
+def fields_line(label: str, fields: dict[str, Any]) -> str:
+    """``<Label>: k=v k=v`` with values unquoted (Go ``%s``), like every repair report line."""
+    return f"{label}: " + " ".join(f"{key}={value}" for key, value in fields.items())
+
+
+def scope_dict(scope: OwnerScope, *, all_owners: bool) -> dict[str, Any]:
+    """``owner_scope`` of a report: the selection, ``all_owners: true`` only when set."""
+    data: dict[str, Any] = scope.to_dict()
+    if all_owners:
+        data["all_owners"] = True
+    return data
 
 
 def status_label(changed: bool, would_change: bool) -> str:
@@ -34,7 +55,7 @@ def status_label(changed: bool, would_change: bool) -> str:
 
 
 @dataclass
-class _Header:
+class ReportHeader:
     pipeline_id: str
     destination_id: str
     backend: str
@@ -63,7 +84,7 @@ class _Header:
 
 
 @dataclass
-class _Extras:
+class ReportExtras:
     recovery: Recovery | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -74,7 +95,7 @@ class _Extras:
             data["warnings"] = list(self.warnings)
         return data
 
-    def _extra_lines(self, header: _Header) -> list[str]:
+    def _extra_lines(self, header: ReportHeader) -> list[str]:
         lines = []
         if self.recovery is not None:
             lines.append(
@@ -101,7 +122,7 @@ class MissingOutput:
 
 
 @dataclass
-class ReconcileStateReport(_Extras, _Header):
+class ReconcileStateReport(ReportExtras, ReportHeader):
     """Result of ``reconcile_state`` for one bundle path (interfaces §2.6)."""
 
     state_schema: int = 0
@@ -114,6 +135,12 @@ class ReconcileStateReport(_Extras, _Header):
     would_change: bool = False
     dry_run: bool = False
     truncated: bool = False
+    #: issue 18: records of outputs whose bytes no longer match (``audit``)
+    audit: bool = False
+    mismatched_managed_outputs: list[OutputCheck] = field(default_factory=list)
+    #: issue 18: adoption of unmanaged files (``adopt``)
+    adopt: bool = False
+    adoption: Adoption | None = None
 
     @property
     def status(self) -> str:
@@ -123,17 +150,29 @@ class ReconcileStateReport(_Extras, _Header):
     def failed_output(self) -> None:
         return None
 
+    @property
+    def adopted_outputs(self) -> list[AdoptedOutput]:
+        return list(self.adoption.adopted) if self.adoption is not None else []
+
     def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
-        scope: dict[str, Any] = self.owner_scope.to_dict()
-        if self.all_owners:
-            scope["all_owners"] = True
         data = self._head(with_bundle_path=with_bundle_path)
         data.update(
             {
                 "state_schema": self.state_schema,
-                "owner_scope": scope,
+                "owner_scope": scope_dict(self.owner_scope, all_owners=self.all_owners),
                 "checked_count": self.checked_count,
                 "missing_managed_outputs": [item.to_dict() for item in self.missing_managed_outputs],
+            }
+        )
+        if self.audit:
+            data["mismatched_managed_outputs"] = [
+                item.to_dict(status_key="storage_status") for item in self.mismatched_managed_outputs
+            ]
+        if self.adopt:
+            data["adopted_outputs"] = [item.to_dict() for item in self.adopted_outputs]
+            data["adoption"] = self.adoption.to_dict() if self.adoption is not None else {}
+        data.update(
+            {
                 "unmanaged_entries": [item.to_dict() for item in self.unmanaged_entries],
                 "changed": self.changed,
                 "would_change": self.would_change,
@@ -145,19 +184,34 @@ class ReconcileStateReport(_Extras, _Header):
         return self._tail(data)
 
     def text_line(self, *, with_bundle: bool = False) -> str:
+        counts = f"checked={self.checked_count} missing={len(self.missing_managed_outputs)} "
+        if self.audit:
+            counts += f"mismatched={len(self.mismatched_managed_outputs)} "
+        if self.adopt:
+            counts += f"adopted={len(self.adopted_outputs)} "
         line = (
             f"Reconcile state: {self._where(with_bundle=with_bundle)} status={self.status} "
-            f"checked={self.checked_count} missing={len(self.missing_managed_outputs)} "
-            f"unmanaged={len(self.unmanaged_entries)} dry_run={_flag(self.dry_run)}"
+            f"{counts}unmanaged={len(self.unmanaged_entries)} dry_run={flag_text(self.dry_run)}"
         )
         return line + (" truncated=true" if self.truncated else "")
 
     def text_lines(self, *, with_bundle: bool = False) -> list[str]:
-        return [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]
+        lines = [self.text_line(with_bundle=with_bundle)]
+        lines.extend(fields_line("Mismatched", item.text_fields()) for item in self.mismatched_managed_outputs)
+        lines.extend(
+            fields_line("Adopted", {"path": a.path, "kind": a.kind, "size": a.size, "sha256": a.sha256})
+            for a in self.adopted_outputs
+        )
+        if self.adopt:
+            for entry in self.unmanaged_entries:
+                lines.append(f"Unmanaged: path={entry.path} type={entry.type} reason={go_json_string(entry.reason)}")
+            if self.adoption is not None and self.adoption.reason:
+                lines.append(f"Adoption: reason={go_json_string(self.adoption.reason)}")
+        return [*lines, *self._extra_lines(self)]
 
 
 @dataclass
-class PruneReport(_Extras, _Header):
+class PruneReport(ReportExtras, ReportHeader):
     """Result of ``prune`` for one bundle path (interfaces §2.7, resolutions B4, C3)."""
 
     owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
@@ -196,7 +250,7 @@ class PruneReport(_Extras, _Header):
         return (
             f"Prune: {self._where(with_bundle=with_bundle)} status={self.status} checked={self.checked_count} "
             f"planned={len(self.planned_outputs)} deleted={len(self.deleted_outputs)} "
-            f"preserved={len(self.preserved_outputs)} dry_run={_flag(self.dry_run)}"
+            f"preserved={len(self.preserved_outputs)} dry_run={flag_text(self.dry_run)}"
         )
 
     def text_lines(self, *, with_bundle: bool = False) -> list[str]:

@@ -8,6 +8,7 @@ destination is independent: one failing destination does not stop the others.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 
 from distributor_core.app.publication import (
     PipelineOutcome,
@@ -20,6 +21,7 @@ from distributor_core.app.publication import (
 )
 from distributor_core.app.report import RunReport
 from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, UsageError
+from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
 from distributor_core.source import (
@@ -37,6 +39,7 @@ __all__ = [
     "EventCallback",
     "RunEvent",
     "RunOptions",
+    "SetupError",
     "TargetError",
     "UsageError",
     "check_selection",
@@ -137,17 +140,27 @@ def publish_pipeline(
 
 def run_config(config: Config, options: RunOptions | None = None, *, env: Environment | None = None) -> RunReport:
     """Run the selected pipelines of a loaded config; ``http_upload`` pipelines are served by
-    ``serve`` and skipped here. The source of each pipeline is opened once."""
+    ``serve`` and skipped here. The source of each pipeline is opened once.
+
+    Setup comes first (resolutions G3): every credential of the selected pipelines resolves and
+    every selected source root exists, else :class:`~distributor_core.app.setup.SetupError` is
+    raised before any destination is planned or written.
+    """
     options = options or RunOptions()
     check_selection(config, options)
     env = env or Environment.from_config(config)
+    pipelines = [p for p in selected_pipelines(config, options) if not p.is_upload]
+    resolve_credentials(((p, selected_destinations(p, options)) for p in pipelines), env)
     report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
-    with DestinationPool(env, dry_run=options.dry_run) as pool:
-        for pipeline in selected_pipelines(config, options):
-            if pipeline.is_upload:
-                continue
-            with open_source_storage(pipeline.source, env, dry_run=options.dry_run) as source:
-                part = publish_pipeline(pipeline, source, pool=pool, options=options)
+    with ExitStack() as stack:
+        sources: list[Storage] = []
+        for pipeline in pipelines:
+            source = stack.enter_context(open_source_storage(pipeline.source, env, dry_run=options.dry_run))
+            check_source_root(pipeline, source)
+            sources.append(source)
+        pool = stack.enter_context(DestinationPool(env, dry_run=options.dry_run))
+        for pipeline, source in zip(pipelines, sources, strict=True):
+            part = publish_pipeline(pipeline, source, pool=pool, options=options)
             report.pipelines.extend(part.pipelines)
             report.actions.extend(part.actions)
     return report
@@ -177,6 +190,7 @@ def publish_source_bundle(
     pipeline = config.pipeline(pipeline_id)
     env = env or Environment.from_config(config)
     scoped = RunOptions(**{**options.__dict__, "pipeline_id": pipeline.id, "bundle_path": bundle_path})
+    resolve_credentials([(pipeline, selected_destinations(pipeline, scoped))], env, sources=False)
     with DestinationPool(env, dry_run=options.dry_run) as pool:
         report = publish_pipeline(pipeline, source, pool=pool, options=scoped)
     report.pipelines[0].bundle_count = 1

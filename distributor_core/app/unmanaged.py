@@ -27,11 +27,15 @@ class UnmanagedEntry:
     path: str
     type: str
     size: int = 0
+    #: why adoption left it unmanaged (``reconcile-state --adopt`` only)
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"path": self.path, "type": self.type}
         if self.size:
             data["size"] = self.size
+        if self.reason:
+            data["reason"] = self.reason
         return data
 
 

@@ -90,7 +90,7 @@ def build_manifest(
     """Build and validate a manifest for files already under ``root``.
 
     ``created`` defaults to the current UTC time truncated to whole seconds; a supplied value is
-    kept to the microsecond (converted to UTC).
+    kept to the nanosecond (converted to UTC, ``timefmt.to_utc``).
     """
     if (files is None) == (not scan):
         raise BundleError("exactly one of files or scan must be set")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from distributor_core import paths as lp
 from distributor_core.bundle.errors import ManifestError
+from distributor_core.timefmt import to_utc
 
 MANIFEST_NAME = lp.MANIFEST_NAME
 STATE_FILE_NAME = lp.STATE_FILE_NAME
@@ -43,7 +44,8 @@ class Manifest:
             raise ManifestError("manifest created must be a datetime")
         if created.tzinfo is None or created.utcoffset() is None:
             raise ManifestError("manifest created must be timezone-aware")
-        object.__setattr__(self, "created", created.astimezone(UTC))
+        if created.tzinfo is not UTC:
+            object.__setattr__(self, "created", to_utc(created))  # nanoseconds kept
         if not isinstance(self.files, tuple):
             object.__setattr__(self, "files", tuple(self.files))
 

@@ -86,7 +86,7 @@ def manifests_equal(a: Manifest, b: Manifest) -> bool:
 
 def manifest_identity(manifest: Manifest) -> ManifestIdentity:
     """Normalised identity (upload idempotency): schema version, id, digest, UTC ``created``
-    (microsecond precision) and the ordered ``(path, sha256, size)`` file records."""
+    (nanosecond precision) and the ordered ``(path, sha256, size)`` file records."""
     return (
         manifest.schema_version,
         manifest.id,

@@ -19,6 +19,7 @@ HELP_ORDER = (
     "version",
     "run",
     "reconcile-state",
+    "audit",
     "prune",
     "serve",
     "validate",
@@ -53,6 +54,15 @@ def all_commands() -> tuple[Command, ...]:
 
 
 def find(name: str) -> Command | None:
+    """The command called ``name``. Its own module (``reconcile-state`` is
+    ``commands/reconcile_state.py``) is tried first, so running one command imports only what
+    that command needs; the full scan is the fallback."""
+    key = name.replace("-", "_")
+    if not key.startswith("_") and any(info.name == key for info in pkgutil.iter_modules(commands_package.__path__)):
+        module = importlib.import_module(f"{commands_package.__name__}.{key}")
+        command = getattr(module, "COMMAND", None)
+        if isinstance(command, Command) and command.name == name:
+            return command
     for command in all_commands():
         if command.name == name:
             return command

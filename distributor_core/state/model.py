@@ -15,6 +15,7 @@ from typing import TypeAlias
 
 from distributor_core.bundle import Manifest
 from distributor_core.state.errors import StateError
+from distributor_core.timefmt import to_utc
 
 LEGACY_SCHEMA_VERSION = 1
 SINGLE_OWNER_SCHEMA_VERSION = 2
@@ -56,7 +57,7 @@ def _utc(owner: object, name: str) -> None:
         raise StateError(f"state {name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
-    object.__setattr__(owner, name, value.astimezone(UTC))
+    object.__setattr__(owner, name, to_utc(value))
 
 
 def _tuple(owner: object, name: str) -> None:

@@ -238,6 +238,13 @@ class Storage(ABC):
             raise
         return True
 
+    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
+        """``stat(path)`` plus the sha256 of the whole content that the backend itself stored and
+        vouches for, as ``sha256:<hex>``, or ``None`` when this object has none (then read the
+        bytes to know it). Only backends declaring ``Feature.STORED_SHA256`` answer; others
+        refuse it with ``unsupported``."""
+        raise self.error("stat", path, ErrorKind.UNSUPPORTED, f"stored checksums are not supported by {self.backend}")
+
     def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """Whole content of a small file (state files, journals, locks)."""
         with self.open_read(path) as stream:

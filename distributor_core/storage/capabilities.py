@@ -5,7 +5,9 @@ Callers branch on these declarations instead of probing attributes: the executor
 destination without ``CONDITIONAL_WRITES``, stages outputs under temporaries only where
 ``ATOMIC_RENAME`` holds, writes those temporaries ``in_place`` where ``IN_PLACE_WRITES`` holds,
 and writes or validates several files at once within the declared thread counts; source
-validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds. The others
+validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds; the digest
+audit takes a backend's stored sha256 instead of reading the bytes only where ``STORED_SHA256``
+holds. The others
 state guarantees callers rely on without a branch (``EXCLUSIVE_CREATE`` and ``REVISIONS`` for the
 lock and the state file, ``BATCHED_DELETES`` for what a failed delete may have removed).
 
@@ -50,6 +52,11 @@ class Feature(StrEnum):
     #: ``open_read`` returns at once, refusing it, for anything that is not a regular file
     #: (a FIFO or device is never waited on), so a reader may open a small file before it stats.
     NONBLOCKING_OPEN = "nonblocking_open"
+    #: ``stat_with_sha256`` answers a ``stat`` together with the sha256 of the whole content that
+    #: the backend stored and verified itself, when the object carries one (S3 ``ChecksumSHA256``
+    #: of the whole object), so a digest audit need not read the bytes. Without the feature
+    #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
+    STORED_SHA256 = "stored_sha256"
     #: several outputs may be written at once (``Capabilities.parallel_writes`` > 1).
     PARALLEL_WRITES = "parallel_writes"
     #: several files may be streamed at once (``Capabilities.parallel_reads`` > 1).

@@ -13,17 +13,17 @@ callers take the same branches as without the wrapper.
 
 Kinds of calls (``OpKind``):
 
-========== ======================================= ======================
-kind       primitive                               default error kind
-========== ======================================= ======================
-``write``  ``write_stream`` (and ``write_bytes``)  ``other``
-``rename`` ``rename``                              ``other``
-``delete`` ``delete_file``                         ``permission``
-``stat``   ``stat`` (and ``exists``)               ``other``
-``list``   ``_iter_entries`` (walk, scan, has_any) ``other``
-``read``   ``open_read`` (and ``read_bytes``)      ``other``
-``rmdir``  ``_remove_dir_if_empty``                ``other``
-========== ======================================= ======================
+========== =============================================== ======================
+kind       primitive                                       default error kind
+========== =============================================== ======================
+``write``  ``write_stream`` (and ``write_bytes``)          ``other``
+``rename`` ``rename``                                      ``other``
+``delete`` ``delete_file``                                 ``permission``
+``stat``   ``stat``, ``stat_with_sha256`` (and ``exists``) ``other``
+``list``   ``_iter_entries`` (walk, scan, has_any)         ``other``
+``read``   ``open_read`` (and ``read_bytes``)              ``other``
+``rmdir``  ``_remove_dir_if_empty``                        ``other``
+========== =============================================== ======================
 
 Typical use: run once through a wrapper without faults and read :meth:`count`, then, for every
 ``n`` up to that count, run again with ``Fault("write", nth=n)``::
@@ -265,6 +265,14 @@ class FaultInjectingStorage(Storage):
         entry = self.inner.stat(path)
         self._after(fault, "stat", path)
         return entry
+
+    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
+        # a stat of the wrapped backend (``stored_sha256`` passes through; refused without it)
+        fault = self._select("stat", path)
+        self._before(fault, "stat", path)
+        answer = self.inner.stat_with_sha256(path)
+        self._after(fault, "stat", path)
+        return answer
 
     def open_read(self, path: str) -> BinaryIO:
         fault = self._select("read", path)

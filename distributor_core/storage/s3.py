@@ -39,12 +39,18 @@ a leading ``/``). Decisions:
 * **Parallel writes.** ``max_parallel_writes`` (default 4) is declared as
   ``capabilities.parallel_writes``: how many outputs the executor writes at once; multipart parts
   of all writes share one bound of ``max_concurrency`` in flight.
+* **Stored checksums** (``Feature.STORED_SHA256``). ``stat_with_sha256`` reads an object's
+  ``ChecksumSHA256`` (``HeadObject`` with ``ChecksumMode=ENABLED``) and returns it when it is the
+  sha256 of the whole object (``FULL_OBJECT``, or a single-part object), so an audit need not
+  download it. This backend does not ask S3 to store one on its own uploads.
 * **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
   bug can never write.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -302,7 +308,13 @@ class S3Storage(Storage):
         self.max_parallel_writes = max_parallel_writes
         self._capabilities = Capabilities(
             frozenset(
-                {Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS, Feature.BATCHED_DELETES}
+                {
+                    Feature.CONDITIONAL_WRITES,
+                    Feature.EXCLUSIVE_CREATE,
+                    Feature.REVISIONS,
+                    Feature.BATCHED_DELETES,
+                    Feature.STORED_SHA256,
+                }
             ),
             parallel_writes=max_parallel_writes,
         )
@@ -435,6 +447,23 @@ class S3Storage(Storage):
         if self._is_dir(op, path):
             return Entry(path=path, type="directory")
         raise self.error(op, path, ErrorKind.NOT_FOUND)
+
+    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
+        """One ``HeadObject`` with ``ChecksumMode=ENABLED``: the entry and the object's stored
+        ``ChecksumSHA256`` when it is the sha256 of the whole object (see
+        :func:`full_object_sha256`); anything else (no object, a directory) is :meth:`stat`'s."""
+        op = "stat"
+        if path == "":
+            return self.stat(path), None
+        self._check_path(op, path)
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key(path), ChecksumMode="ENABLED")
+        except Exception as exc:
+            mapped = map_error(exc, bucket=self.bucket)
+            if mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
+                return self.stat(path), None
+            raise self.error(op, path, mapped.kind, mapped.cause) from exc
+        return self._file_entry(path, head), full_object_sha256(head)
 
     def open_read(self, path: str) -> BinaryIO:
         op = "read"
@@ -827,6 +856,31 @@ _DELETE_ERROR_KINDS: dict[str, ErrorKind] = {
     "SlowDown": ErrorKind.UNAVAILABLE,
     "ServiceUnavailable": ErrorKind.UNAVAILABLE,
 }
+
+
+def full_object_sha256(head: dict[str, Any]) -> str | None:
+    """``sha256:<hex>`` from a ``HeadObject`` answer's ``ChecksumSHA256`` when it is the sha256
+    of the object's whole content, else ``None``.
+
+    S3 stores a ``ChecksumSHA256`` only when the uploader asked for one, and verifies it on
+    upload. For a multipart upload it is a checksum of the parts' checksums (``ChecksumType``
+    ``COMPOSITE``, the value and the ETag ending ``-<parts>``), which is *not* the file's sha256:
+    only ``FULL_OBJECT`` checksums, or, where the store reports no type, single-part objects
+    (no ``-<n>`` in the checksum or the ETag) are used.
+    """
+    value = head.get("ChecksumSHA256")
+    if not isinstance(value, str) or not value:
+        return None
+    kind = head.get("ChecksumType")
+    if kind is not None and kind != "FULL_OBJECT":
+        return None
+    if kind is None and ("-" in value or "-" in str(head.get("ETag", ""))):
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return "sha256:" + raw.hex() if len(raw) == 32 else None
 
 
 def _utc(value: object) -> datetime | None:

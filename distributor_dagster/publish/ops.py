@@ -23,6 +23,7 @@ from distributor_core.app.publication import (
 from distributor_core.app.report import ActionReport, RunReport
 from distributor_core.app.run import load_and_validate
 from distributor_core.app.run_options import DestinationPool, RunOptions
+from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.config import ConfigLookupError, Destination, Pipeline
 from distributor_core.source import SourceBundle, discover_bundles
 from distributor_core.storage.base import Storage
@@ -99,6 +100,13 @@ def _fail_upload(
                               clock=site.options.clock)
 
 
+def _check_root(pipeline: Pipeline, source: Storage) -> None:
+    try:
+        check_source_root(pipeline, source)
+    except SetupError as exc:
+        raise dg.Failure(str(exc)) from None
+
+
 def discover_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDefinition:
     source_key = dg.AssetKey(list(names.source_key))
 
@@ -132,10 +140,17 @@ def discover_op(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.OpDe
             )
         if config.upload_run_id is not None:
             raise dg.Failure(f"upload_run_id is only used by http_upload pipelines; {pipeline.id} reads its source")
+        try:  # setup failures (resolutions G3) fail this step, before any destination is planned
+            resolve_credentials([(pipeline, targets)], site.environment())
+        except SetupError as exc:
+            raise dg.Failure(str(exc)) from None
         if config.bundle_path is not None:
             paths = [config.bundle_path]
+            with open_source_storage(pipeline.source, site.environment(), dry_run=config.dry_run) as source:
+                _check_root(pipeline, source)
         else:
             with open_source_storage(pipeline.source, site.environment(), dry_run=config.dry_run) as source:
+                _check_root(pipeline, source)
                 paths = discover_bundles(source)
                 # the whole source was listed: report what it holds (manifests only, no hashing)
                 seen, _ = read_bundles(source, paths)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from distributor_core import paths as lp
+from distributor_core.app.setup import SetupError, check_source_root
 from distributor_core.config import Pipeline
 from distributor_core.storage.factory import open_source_storage
 from distributor_core.timefmt import parse_rfc3339
@@ -61,6 +62,11 @@ def watch_sensor(
         ensure_site_pools(context, site)
         cursor = parse_cursor(context.cursor)
         with open_source_storage(pipeline.source, site.environment(), dry_run=True) as source:
+            try:  # a missing source root is this tick's error (resolutions G3), shown by Dagster
+                check_source_root(pipeline, source)
+            except SetupError as exc:
+                context.log.error(str(exc))
+                raise
             scan = scan_source(source, backend, cursor.known, created=cursor.created, ids=cursor.ids)
         for problem in scan.invalid:
             context.log.warning(f"skipping bundle with an unreadable manifest: {problem}")

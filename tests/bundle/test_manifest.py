@@ -448,9 +448,14 @@ def test_parse_rejects_non_rfc3339_created(value: str) -> None:
 
 
 def test_fractional_created_is_kept_and_trimmed() -> None:
+    # nanoseconds are kept end to end (resolutions G1), as Go's RFC3339Nano writes them
     manifest = parse_manifest(encode(manifest_obj(created="2026-06-07T15:00:00.123456789Z")))
-    assert manifest.created == CREATED.replace(microsecond=123456)
-    assert b'"created": "2026-06-07T15:00:00.123456Z"' in marshal_manifest(manifest)
+    assert manifest.created > CREATED.replace(microsecond=123456)
+    assert manifest.created < CREATED.replace(microsecond=123457)
+    assert b'"created": "2026-06-07T15:00:00.123456789Z"' in marshal_manifest(manifest)
+    trimmed = parse_manifest(encode(manifest_obj(created="2026-06-07T17:00:00.123456780+02:00")))
+    assert trimmed.created < manifest.created
+    assert b'"created": "2026-06-07T15:00:00.12345678Z"' in marshal_manifest(trimmed)
     half = make_manifest(created=CREATED.replace(microsecond=500000))
     assert b'"created": "2026-06-07T15:00:00.5Z"' in marshal_manifest(half)
 

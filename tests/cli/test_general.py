@@ -14,7 +14,9 @@ from distributor_core.cli.commands import _bundles
 from distributor_core.cli.output import Progress, envelope, format_value, record_line
 from tests.cli.conftest import Runner
 
-EXPECTED_COMMANDS = ["version", "run", "reconcile-state", "prune", "serve", "validate", "inspect", "manifest", "config"]
+EXPECTED_COMMANDS = [
+    "version", "run", "reconcile-state", "audit", "prune", "serve", "validate", "inspect", "manifest", "config"
+]
 
 
 @pytest.mark.parametrize("argv", [[], ["help"], ["--help"], ["-h"]])

@@ -40,7 +40,7 @@ def expected_names(config_path: Path) -> dict[str, set]:
         sensors.add(f"uploads_{p}" if pipeline.is_upload else f"watch_{p}")
         for destination in pipeline.destinations:
             d = sanitize(destination.id)
-            jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}"}
+            jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}", f"audit_{p}__{d}"}
             assets.add((p, d))
             checks |= {((p, d), name) for name in CHECKS}
     return {"jobs": jobs, "sensors": sensors, "assets": assets, "groups": groups, "checks": checks}
@@ -72,6 +72,7 @@ def test_names_of_the_local_publish_example_exactly() -> None:
         "publish_example_source_bundle",
         "prune_example_source_bundle__local_archive",
         "reconcile_state_example_source_bundle__local_archive",
+        "audit_example_source_bundle__local_archive",
     }
     assert names["sensors"] == {"watch_example_source_bundle"}
     assert names["assets"] == {("example_source_bundle",), ("example_source_bundle", "local_archive")}
@@ -328,6 +329,7 @@ def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
         "team_publish_example_fan_out",
         "team_prune_example_fan_out__source_archive", "team_prune_example_fan_out__html_site",
         "team_reconcile_state_example_fan_out__source_archive", "team_reconcile_state_example_fan_out__html_site",
+        "team_audit_example_fan_out__source_archive", "team_audit_example_fan_out__html_site",
     }
     assert names["assets"] == {("dist_ri", "example_fan_out"), ("dist_ri", "example_fan_out", "source_archive"),
                                ("dist_ri", "example_fan_out", "html_site")}

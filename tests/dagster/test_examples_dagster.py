@@ -25,6 +25,7 @@ def test_dg_project_example_builds_its_definitions_from_the_component(monkeypatc
             "publish_site_reports",
             "prune_site_reports__archive", "prune_site_reports__html",
             "reconcile_state_site_reports__archive", "reconcile_state_site_reports__html",
+            "audit_site_reports__archive", "audit_site_reports__html",
         }
         assert [sensor.name for sensor in defs.sensors] == ["watch_site_reports"]
         specs = {tuple(spec.key.path): spec for spec in defs.resolve_all_asset_specs()}

@@ -255,3 +255,62 @@ def dest(tmp_path: Path) -> Dest:
 
 def load(directory: Path, dest: Dest, **kwargs: Any) -> Config:
     return load_config(config_file(directory, dest.root, **kwargs))
+
+
+# --------------------------------------------------------------------------- adoption fixtures
+
+ADOPT_FILES = {"report.md": REPORT, "summary.txt": SUMMARY, "data/table.csv": b"a,b\n1,2\n"}
+
+
+def adopt_config(directory: Path, dest_root: Path) -> Config:
+    """Pipeline ``reports`` whose local source holds the bundle ``daily`` (``ADOPT_FILES``) and
+    whose destination ``archive`` publishes it at the root of ``dest_root`` (``fixed`` mapping,
+    so state lives at the root)."""
+    from tests.bundle.conftest import make_bundle
+
+    source = directory / "adopt-source"
+    if not source.exists():
+        make_bundle(source / "daily", ADOPT_FILES)
+    path = directory / "adopt.yml"
+    path.write_text(
+        "pipelines:\n  - id: reports\n    source:\n      backend: local\n"
+        f"      path: {source}\n    destinations:\n      - id: archive\n        backend: local\n"
+        f"        path: {dest_root}\n        path_mapping:\n          mode: fixed\n"
+    )
+    return load_config(path)
+
+
+def published_state(directory: Path) -> bytes:
+    """The state ``run`` writes (at ``NOW``) for :func:`adopt_config`'s source, in a scratch root."""
+    from distributor_core.app.run import RunOptions, run_config
+
+    scratch = directory / "adopt-reference"
+    if not (scratch / lp.STATE_FILE_NAME).exists():
+        report = run_config(adopt_config(directory, scratch), RunOptions(clock=lambda: NOW))
+        assert report.ok, report.error_message()
+    return (scratch / lp.STATE_FILE_NAME).read_bytes()
+
+
+def seed_restored_copy(dest: Dest, published: bytes) -> None:
+    """The publication's state without the record of summary.txt (dropped by a repair after it
+    was deleted), and summary.txt put back by hand: adoption records it again."""
+    from distributor_core.state import remove_missing_outputs
+
+    state, _ = remove_missing_outputs(parse_state_document(published), ["summary.txt"], now=NOW)
+    dest.write(lp.STATE_FILE_NAME, marshal_state(state))
+    for rel, data in ADOPT_FILES.items():
+        dest.write(rel, data)
+
+
+def seed_stateless_copy(dest: Dest) -> None:
+    """A complete copy made by another tool, no state: adoption records the publication."""
+    for rel, data in ADOPT_FILES.items():
+        dest.write(rel, data)
+
+
+def seed_damaged(dest: Dest, published: bytes) -> None:
+    """The publication with report.md corrupted in place, data/table.csv truncated and
+    summary.txt deleted: an audit repair drops the three records."""
+    dest.write(lp.STATE_FILE_NAME, published)
+    dest.write("report.md", REPORT.upper())
+    dest.write("data/table.csv", b"a,b\n")

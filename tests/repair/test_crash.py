@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,14 +26,20 @@ from distributor_core.app.repair_report import PruneReport
 from distributor_core.config import Config
 from distributor_core.storage.faults import OP_KINDS, FaultInjectingStorage
 from tests.repair.conftest import (
+    ADOPT_FILES,
     ARCHIVE,
     HTML,
     NOW,
     Crash,
     Dest,
+    adopt_config,
     ago,
     bury_lock,
     load,
+    published_state,
+    seed_damaged,
+    seed_restored_copy,
+    seed_stateless_copy,
     shared_root_state,
     single_owner_state,
 )
@@ -271,3 +278,86 @@ def test_reconcile_crash_at_every_step_then_retry(tmp_path: Path) -> None:
                 bury_lock(dest)
                 run(FaultInjectingStorage(dest.storage()))
                 assert (dest.state_bytes(), dest.files()) == expected, (op, n, when)
+
+
+# --------------------------------------------------------------------------- issue 18: --audit, --adopt
+
+
+def _contents(dest: Dest) -> dict[str, bytes]:
+    return {path: dest.read(path) for path in dest.files()}
+
+
+def _sweep_crashes(tmp_path: Path, label: str, seed: Callable[[Dest], None], run: Callable[[Any], Any]) -> int:
+    """Crash ``run`` at every storage call (before and after it takes effect); after each crash
+    state is the one before or the one a clean run writes (a repair writes it in one atomic
+    step, and no output is touched), and a retry ends where a clean run ends."""
+    counter = iter(range(100_000))
+
+    def make() -> Dest:
+        root = tmp_path / f"{label}-{next(counter)}"
+        root.mkdir()
+        dest = Dest(root)
+        seed(dest)
+        return dest
+
+    clean = make()
+    before = _contents(clean)
+    run(FaultInjectingStorage(clean.storage()))
+    expected = _contents(clean)
+    cases = 0
+    for op, n in _crash_points(run, make):
+        for when in ("before", "after"):
+            dest = make()
+            storage = FaultInjectingStorage(dest.storage())
+            storage.fail(op, nth=n, error=Crash(), when=when)  # type: ignore[arg-type]
+            try:
+                run(storage)
+            except Crash:
+                pass
+            else:  # the call failed by itself (a stat of a missing file), so "after" never came
+                assert _contents(dest) == expected, (label, op, n, when)
+                continue
+            cases += 1
+            after = _contents(dest)
+            assert after.get(lp.STATE_FILE_NAME) in (before.get(lp.STATE_FILE_NAME), expected[lp.STATE_FILE_NAME])
+            assert {p: b for p, b in after.items() if not lp.is_reserved_path(p)} == {
+                p: b for p, b in before.items() if not lp.is_reserved_path(p)
+            }, (label, op, n, when)
+            bury_lock(dest)
+            run(FaultInjectingStorage(dest.storage()))
+            assert _contents(dest) == expected, (label, op, n, when)
+    return cases
+
+
+def _reconcile(config: Config, **kwargs: Any) -> Callable[[Any], Any]:
+    def run(storage: Any) -> Any:
+        return reconcile_state(config, pipeline_id="reports", destination_id="archive", now=NOW, storage=storage,
+                               **kwargs)
+
+    return run
+
+
+def test_reconcile_audit_crash_at_every_step_then_retry(tmp_path: Path) -> None:
+    published = published_state(tmp_path)
+    config = adopt_config(tmp_path, tmp_path / "unused")
+    cases = _sweep_crashes(tmp_path, "audit", lambda d: seed_damaged(d, published), _reconcile(config, audit=True))
+    assert cases >= 10
+
+
+@pytest.mark.parametrize("seed_name", ["restored", "stateless"])
+def test_reconcile_adopt_crash_at_every_step_then_retry(tmp_path: Path, seed_name: str) -> None:
+    published = published_state(tmp_path)
+    config = adopt_config(tmp_path, tmp_path / "unused")
+    seed = (lambda d: seed_restored_copy(d, published)) if seed_name == "restored" else seed_stateless_copy
+    clean_root = tmp_path / "clean"
+    clean_root.mkdir()
+    clean = Dest(clean_root)
+    seed(clean)
+    report = _reconcile(config, adopt=True)(FaultInjectingStorage(clean.storage()))
+    assert report.changed and [o.path for o in report.adopted_outputs] == (
+        ["summary.txt"] if seed_name == "restored" else list(ADOPT_FILES)
+    )
+    if seed_name == "stateless":
+        assert clean.state_bytes() == published  # exactly the state run writes
+    cases = _sweep_crashes(tmp_path, f"adopt-{seed_name}", seed, _reconcile(config, adopt=True))
+    assert cases >= 10

@@ -48,6 +48,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
         Feature.BATCHED_DELETES,
+        Feature.STORED_SHA256,
         Feature.PARALLEL_WRITES,
     },
 }
@@ -87,8 +88,8 @@ def test_each_backend_page_lists_its_declaration(name: str, page: str) -> None:
     start = text.index("Declared capabilities ([storage-capabilities.md](storage-capabilities.md)): ")
     sentence = text[start:].split(". ", 1)[0]
     declared, _, absent = sentence.partition("; not ")
-    assert set(re.findall(r"`([a-z_]+)`", declared)) == {f.value for f in DECLARED[name]}
-    assert set(re.findall(r"`([a-z_]+)`", absent)) == {f.value for f in Feature} - {f.value for f in DECLARED[name]}
+    assert set(re.findall(r"`([a-z0-9_]+)`", declared)) == {f.value for f in DECLARED[name]}
+    assert set(re.findall(r"`([a-z0-9_]+)`", absent)) == {f.value for f in Feature} - {f.value for f in DECLARED[name]}
 
 
 def test_a_backend_that_does_not_declare_capabilities_cannot_be_instantiated() -> None:

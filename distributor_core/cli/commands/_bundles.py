@@ -151,6 +151,7 @@ def open_selection(inv: Invocation, *, state_fallback: bool = False) -> Iterator
 
 @contextmanager
 def _config_storage(inv: Invocation) -> Iterator[Storage]:
+    from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
     from distributor_core.config import Environment, load_config
     from distributor_core.storage.factory import open_source_storage
 
@@ -162,9 +163,17 @@ def _config_storage(inv: Invocation) -> Iterator[Storage]:
             f"{inv.command} --config works with local, ssh and s3 sources"
         )
     env = Environment.from_config(config)
+    try:
+        resolve_credentials([(pipeline, ())], env)
+    except SetupError as exc:
+        raise CommandError(str(exc)) from None
     # validate and inspect never write: open as a dry run (an SSH dry run never writes known_hosts)
     storage = open_source_storage(pipeline.source, env, dry_run=True)
     with storage:
+        try:
+            check_source_root(pipeline, storage)
+        except SetupError as exc:
+            raise CommandError(str(exc)) from None
         yield storage
 
 

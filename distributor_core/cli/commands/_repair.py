@@ -1,12 +1,18 @@
-"""Flags, checks and rendering shared by ``reconcile-state`` and ``prune`` (interfaces §2.6–2.7,
-resolutions B2, C3)."""
+"""Flags, checks and rendering shared by ``reconcile-state``, ``prune`` and ``audit`` (interfaces
+§2.6–2.7, resolutions B2, C3, issue 18)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from distributor_core.app.audit import AuditProgress
+from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.bundle_set import BundleSetReport
+from distributor_core.app.config_walk import ConfigSetReport
 from distributor_core.app.repair_report import PruneReport, ReconcileStateReport
 from distributor_core.app.selection import SelectionError, normalise_bundle_path
 from distributor_core.cli.errors import UsageError
+from distributor_core.cli.output import Progress
 from distributor_core.cli.spec import Flag, Invocation
 
 SELECTOR_FLAGS = (
@@ -15,7 +21,18 @@ SELECTOR_FLAGS = (
     Flag("--destination", "destination id that selects the destination root (required)", metavar="<id>"),
 )
 
-RepairReport = ReconcileStateReport | PruneReport | BundleSetReport
+#: the selectors of commands that also take ``--all``
+SELECTOR_OR_ALL_FLAGS = (
+    SELECTOR_FLAGS[0],
+    Flag("--pipeline", "pipeline id that selects the destination root (required unless --all)", metavar="<id>"),
+    Flag(
+        "--destination", "destination id that selects the destination root (required unless --all)", metavar="<id>"
+    ),
+)
+
+RepairReport = ReconcileStateReport | PruneReport | AuditReport | BundleSetReport | ConfigSetReport
+
+ALL_FLAG = Flag("--all", "every destination of every pipeline of the config (instead of --pipeline/--destination)")
 
 BUNDLE_FLAGS = (
     Flag("--bundle", "destination-relative bundle path to work on (default: the root)", metavar="<path>"),
@@ -40,6 +57,52 @@ def check_bundle_flags(inv: Invocation) -> str:
         raise UsageError(f"{inv.command}: {exc}") from None
 
 
+def check_selection(inv: Invocation) -> str:
+    """``--config``, then ``--all`` or ``--pipeline`` and ``--destination`` (and the bundle flags,
+    which ``--all`` does not take); returns the normalised ``--bundle``."""
+    args = inv.args
+    inv.require("--config")
+    if args.all:
+        if args.pipeline or args.destination:
+            raise UsageError(f"{inv.command} accepts either --all or --pipeline and --destination")
+        if args.bundle is not None or args.all_bundles:
+            raise UsageError(f"{inv.command} --all works on every bundle path; drop --bundle and --all-bundles")
+        return ""
+    inv.require("--pipeline", "--destination")
+    return check_bundle_flags(inv)
+
+
+class AuditProgressView:
+    """``auditing <p>/<d> [<bundle>] <k>/<n> files`` with bytes, on a terminal only."""
+
+    def __init__(self, inv: Invocation) -> None:
+        self.inv = inv
+        self.enabled = inv.out.progress_enabled()
+        self._bar: Progress | None = None
+        self._key: tuple[str, str, str] | None = None
+
+    def callback(self) -> Any:
+        return self if self.enabled else None
+
+    def __call__(self, event: AuditProgress) -> None:
+        key = (event.pipeline_id, event.destination_id, event.bundle_path)
+        if key != self._key:
+            self.close()
+            self._key = key
+            self._bar = self.inv.out.progress("", event.bytes_total)
+        assert self._bar is not None
+        self._bar.label = (
+            f"auditing {event.pipeline_id}/{event.destination_id} [{event.bundle_path or '.'}] "
+            f"{event.files_done}/{event.files_total} files"
+        )
+        self._bar.advance(event.bytes_done - self._bar.done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.finish()
+            self._bar = None
+
+
 def emit(inv: Invocation, report: RepairReport) -> int:
     """Print a successful report (one bundle path or a :class:`BundleSetReport`)."""
     warnings = list(report.warnings)
@@ -60,7 +123,7 @@ def emit_failure(inv: Invocation, report: RepairReport, error: str) -> int:
         inv.out.emit_envelope(report.to_dict(), ok=False, error=error, warnings=warnings or None)
     else:
         lines = report.text_lines()
-        if not isinstance(report, BundleSetReport):
+        if not isinstance(report, BundleSetReport | ConfigSetReport | AuditReport):
             failed = report.failed_output
             path = f" path={failed.path}" if failed is not None else ""
             lines.append(f"Failed:{path} error={error}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distributor_core.app.run import RunEvent, RunOptions, run_config
+from distributor_core.app.run import RunEvent, RunOptions, SetupError, run_config
 from distributor_core.app.run import UsageError as RunUsageError
 from distributor_core.cli.errors import CommandError, UsageError
 from distributor_core.cli.output import Progress
@@ -73,7 +73,7 @@ def run(inv: Invocation) -> int:
         report = run_config(config, options)
     except RunUsageError as exc:
         raise UsageError(str(exc)) from None
-    except ConfigLookupError as exc:
+    except (ConfigLookupError, SetupError) as exc:
         raise CommandError(str(exc)) from None
     finally:
         view.close()
@@ -105,7 +105,8 @@ COMMAND = Command(
         "them, plans each destination and publishes. --dry-run plans only and writes nothing.\n"
         "--force replaces conflicting or unmanaged content of one destination; --republish rewrites\n"
         "a destination that already matches its source. Both need a run that targets exactly one\n"
-        f"destination. The config defaults to ./{DEFAULT_CONFIG}. Exit status 1 when any destination failed."
+        f"destination. The config defaults to ./{DEFAULT_CONFIG}. Exit status 1 when any destination failed,\n"
+        "or before anything is planned when a source path does not exist or a credential does not resolve."
     ),
     flags=(
         Flag("--config", "configuration file", metavar="<path>"),

@@ -1,0 +1,110 @@
+"""Run setup: what must hold before any destination is planned (resolutions G3).
+
+The Go tool's app contract (seed 003, docs/internal/app.md): "Runtime setup fails for config
+load, config validation, secret loading, or credential resolution errors. Source setup failures
+stop the affected run before destination planning." Two checks live here:
+
+- :func:`resolve_credentials` resolves every secret the selected pipelines need (S3 credential
+  names of their sources and selected destinations, SSH private key files) and raises
+  :class:`SetupError` with the first failure, so a run never half-publishes because one
+  destination's credential is missing.
+- :func:`check_source_root` fails when a pipeline's source root does not exist (a local or SFTP
+  directory that is absent or not a directory, an S3 bucket that does not exist). An existing,
+  empty root is fine: it simply holds no bundles. An S3 prefix with no objects cannot be told
+  apart from an empty one and is therefore "0 bundles".
+
+Messages name the pipeline (and destination) and the path, never a secret value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from distributor_core.config import Destination, Environment, Pipeline
+from distributor_core.config.errors import SecretError
+from distributor_core.config.secrets import resolve_s3_credentials
+from distributor_core.storage.base import Storage
+from distributor_core.storage.errors import ErrorKind, StorageError
+
+
+class SetupError(Exception):
+    """A run cannot start: a source root is missing or a credential does not resolve."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[object, ...]:  # survives pickling (Dagster run workers)
+        return (self.__class__, (self.message,))
+
+
+def source_location(source: Any) -> str:
+    """The source root as an operator would type it: the resolved local directory,
+    ``ssh://user@host:port/path`` or ``s3://bucket/prefix``."""
+    backend = getattr(source, "backend", None)
+    if backend == "local":
+        return os.fspath(source.resolved_path)
+    if backend == "ssh":
+        return f"ssh://{source.user}@{source.host}:{source.port}{source.path}"
+    if backend == "s3":
+        return f"s3://{source.bucket}/{source.prefix}" if source.prefix else f"s3://{source.bucket}"
+    return str(getattr(source, "root_path", ""))
+
+
+def check_source_root(pipeline: Pipeline, storage: Storage) -> None:
+    """Raise :class:`SetupError` when ``pipeline``'s source root does not exist.
+
+    ``pipeline <id> source path <path> not found`` (with the backend's reason when it has one,
+    e.g. ``bucket does not exist``) or ``... is not a directory``. Other storage failures
+    (permission, unavailable) propagate unchanged.
+    """
+    where = source_location(pipeline.source)
+    try:
+        entry = storage.stat("")
+    except StorageError as exc:
+        if exc.kind is ErrorKind.NOT_FOUND:
+            detail = _not_found_detail(pipeline, exc)
+            raise SetupError(f"pipeline {pipeline.id} source path {where} not found{detail}") from None
+        raise
+    if entry.type != "directory":
+        raise SetupError(f"pipeline {pipeline.id} source path {where} is not a directory")
+
+
+def _not_found_detail(pipeline: Pipeline, exc: StorageError) -> str:
+    if pipeline.source.backend == "s3":
+        return f" (bucket {pipeline.source.bucket} does not exist)"
+    return ""
+
+
+def resolve_credentials(
+    pipelines: Iterable[tuple[Pipeline, Iterable[Destination]]], env: Environment, *, sources: bool = True
+) -> None:
+    """Resolve the credentials of every pipeline source (unless ``sources`` is false: an
+    upload publishes from its staged copy) and selected destination, in config order; the
+    first failure raises :class:`SetupError`."""
+    for pipeline, destinations in pipelines:
+        if sources and not pipeline.is_upload:
+            _check_backend(pipeline.source, env, f"pipeline {pipeline.id} source")
+        for destination in destinations:
+            _check_backend(destination.storage, env, f"pipeline {pipeline.id} destination {destination.id}")
+
+
+def _check_backend(cfg: Any, env: Environment, context: str) -> None:
+    backend = getattr(cfg, "backend", None)
+    if backend == "s3":
+        try:
+            resolve_s3_credentials(cfg, env, context=context)
+        except SecretError as exc:
+            raise SetupError(str(exc)) from None
+    elif backend == "ssh" and cfg.private_key_file is not None:
+        path = os.path.expanduser(os.fspath(cfg.private_key_file))
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SetupError(f"{context}: cannot read private key file {path}: {exc.strerror or exc}") from None
