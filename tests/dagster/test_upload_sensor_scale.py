@@ -54,7 +54,8 @@ def test_ticks_over_ten_thousand_records_stay_under_a_second(tmp_path: Path, ins
     requested: list[str] = []
     cursor = None
     timings = []
-    for _ in range(20):
+    # the first scan is spread over budgeted ticks; how many depends on the machine's speed and load
+    for _ in range(200):
         result, seconds = timed_tick(defs, cursor, instance)
         timings.append(seconds)
         requested += [r.run_key for r in result.run_requests]
