@@ -27,7 +27,7 @@ OUTPUTS = 100_000
 
 
 def _manifest(created: datetime):
-    from distributor_core.bundle import Manifest, ManifestFile, bundle_digest
+    from distributor_core.bundle import Manifest, ManifestFile, bundle_digest, validate_manifest
 
     files = tuple(
         ManifestFile(
@@ -37,7 +37,10 @@ def _manifest(created: datetime):
         )
         for i in range(OUTPUTS)
     )
-    return Manifest(schema_version=1, id="bench-large", digest=bundle_digest(files), created=created, files=files)
+    # validated once, as source loading does before planning (the PlanRequest contract)
+    return validate_manifest(
+        Manifest(schema_version=1, id="bench-large", digest=bundle_digest(files), created=created, files=files)
+    )
 
 
 def _request(manifest, source, destination):
@@ -67,6 +70,7 @@ def _best(fn, repeat: int) -> tuple[float, list[float]]:
 
 
 def main() -> c.Report:
+    from distributor_core.bundle import validate_manifest
     from distributor_core.execute.facts import build_plan
     from distributor_core.execute.statebuild import build_state
     from distributor_core.state import marshal_state
@@ -85,7 +89,8 @@ def main() -> c.Report:
         destination.write_bytes("b1/.distributor.json", state_bytes, overwrite=True)
 
         same = _request(manifest, source, destination)
-        newer = _request(replace(manifest, created=created + timedelta(days=1)), source, destination)
+        newer_manifest = validate_manifest(replace(manifest, created=created + timedelta(days=1)))
+        newer = _request(newer_manifest, source, destination)
         assert build_plan(same).action.value == "skip_same"
         assert build_plan(newer).action.value == "replace_older"
 

@@ -201,6 +201,7 @@ def publish_bundles(
                 force=options.force,
                 republish=options.republish,
                 source_content=bundle.content,
+                manifest_validated=True,  # load_source_manifest validated it (validate_bundles)
             )
             def on_progress(progress: Progress, _d=destination, _b=bundle, _events=options.events) -> None:
                 if _events is not None:
@@ -237,7 +238,12 @@ def load_and_validate(
                     options.events(RunEvent("validate", pipeline.id, bundle_path=_p, bytes_done=done))
 
             validate_source_bundle(
-                source, path, manifest, progress=on_bytes if options.events else None, keep=content
+                source,
+                path,
+                manifest,
+                progress=on_bytes if options.events else None,
+                keep=content,
+                manifest_checked=True,  # load_source_manifest validated it
             )
         except BundleError as exc:
             invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))

@@ -188,8 +188,9 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
     return raw["mode"]
 
 
-#: manifests the caller of a parse expects the document to record (planning passes the source
-#: manifest); one that a record describes exactly, and that is valid, is used as that record
+#: manifests the caller of a parse has already validated and expects the document to record
+#: (planning passes the request's source manifest); one that a record describes exactly is
+#: used as that record, without building and validating an equal value again
 Known = tuple[Manifest, ...]
 
 
@@ -426,29 +427,30 @@ def _plain_strings(data: bytes | str) -> bool:
     return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
 
 
-def parse_single_owner(data: bytes | str, *, expected_manifests: Known = ()) -> SingleOwnerState:
+def parse_single_owner(data: bytes | str, *, valid_manifests: Known = ()) -> SingleOwnerState:
     """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2).
 
-    ``expected_manifests``: manifests the caller expects the document to record; a recorded
-    manifest equal to a valid one of them is that very object (no second build and validation of
-    an equal value)."""
-    return _single_owner_from_obj(_decode(data), tuple(expected_manifests), plain_strings=_plain_strings(data))
+    ``valid_manifests``: manifests the caller has already validated (``validate_manifest``, a
+    loaded source bundle) and expects the document to record; a recorded manifest equal to one
+    of them is that very object (no second build and validation of an equal value). Passing an
+    unvalidated manifest here breaks the contract: it would be accepted as recorded."""
+    return _single_owner_from_obj(_decode(data), tuple(valid_manifests), plain_strings=_plain_strings(data))
 
 
-def parse_shared_root(data: bytes | str, *, expected_manifests: Known = ()) -> SharedRootState:
-    """Parse and validate schema 3 state (``expected_manifests`` as for :func:`parse_single_owner`)."""
-    return _shared_root_from_obj(_decode(data), tuple(expected_manifests))
+def parse_shared_root(data: bytes | str, *, valid_manifests: Known = ()) -> SharedRootState:
+    """Parse and validate schema 3 state (``valid_manifests`` as for :func:`parse_single_owner`)."""
+    return _shared_root_from_obj(_decode(data), tuple(valid_manifests))
 
 
 #: documents at least this large are parsed with the cyclic garbage collector paused
 LARGE_DOCUMENT = 1024 * 1024
 
 
-def parse_state_document(data: bytes | str, *, expected_manifests: Known = ()) -> StateDocument:
+def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:
     """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
 
-    ``expected_manifests`` as for :func:`parse_single_owner`."""
-    known = tuple(expected_manifests)
+    ``valid_manifests`` as for :func:`parse_single_owner`."""
+    known = tuple(valid_manifests)
     with gc_paused(len(data) >= LARGE_DOCUMENT):
         obj = _decode(data)
         if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
@@ -540,12 +542,15 @@ def state_to_obj(doc: StateDocument) -> dict[str, Any]:
     raise StateError("destination state document is empty")
 
 
-def marshal_state(doc: StateDocument) -> bytes:
-    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3)."""
+def marshal_state(doc: StateDocument, *, valid_manifests: Known = ()) -> bytes:
+    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3).
+
+    ``valid_manifests``: manifests the caller has already validated; a recorded manifest that is
+    one of them (the same object) is not validated again (``validate_state``)."""
     if isinstance(doc, SingleOwnerState):
-        validate_single_owner(doc)
+        validate_single_owner(doc, valid_manifests=valid_manifests)
     elif isinstance(doc, SharedRootState):
-        validate_shared_root(doc)
+        validate_shared_root(doc, valid_manifests=valid_manifests)
     else:
         raise StateError("destination state document is empty")
     return dumps_indented_bytes(state_to_obj(doc))

@@ -21,7 +21,6 @@ SINGLE_OWNER_SCHEMA_VERSION = 2
 SHARED_ROOT_SCHEMA_VERSION = 3
 
 
-
 class StateMode(StrEnum):
     """``state.mode``: who a destination bundle path belongs to (core-semantics §2.1)."""
 
