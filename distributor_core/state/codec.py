@@ -27,7 +27,7 @@ from distributor_core.bundle import (
 )
 from distributor_core.gcpause import gc_paused
 from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
-from distributor_core.state import fastcheck
+from distributor_core.state import fastcheck, typed
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.state.model import (
@@ -43,6 +43,7 @@ from distributor_core.state.model import (
     SharedRootState,
     SingleOwnerState,
     StateDocument,
+    records_from_columns,
 )
 from distributor_core.state.validate import (
     _validate_shared_root,
@@ -233,7 +234,10 @@ def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _single_owner_from_raw(
-    raw: dict[str, Any], known: Known, fast_outputs: list[OutputRecord] | None = None
+    raw: dict[str, Any],
+    known: Known,
+    fast_outputs: list[OutputRecord] | None = None,
+    fast_manifest: Manifest | None = None,
 ) -> tuple[SingleOwnerState, str]:
     version = raw["schema_version"]
     if version is None:
@@ -253,7 +257,7 @@ def _single_owner_from_raw(
         updated_at = _required_time(raw["updated_at"], "state updated_at")
         state_mode = _mode(raw["state"], "state state.mode")
         reconciliation_mode = _mode(raw["reconciliation"], "state reconciliation.mode")
-    manifest = _manifest(raw["source"], "state source.manifest", known)
+    manifest = fast_manifest or _manifest(raw["source"], "state source.manifest", known)
     primary_url = _primary_url(raw["links"])
     if raw["outputs"] is None:
         raise StateError("state outputs is required")
@@ -381,9 +385,12 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
         return None
     get = dict.get
     # columns through map() (C loops, no Python frame per record)
-    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = (
-        list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS
-    )
+    return _outputs_from_columns([list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS])
+
+
+def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
+    """:func:`_outputs_fast` on the nine columns of ``_OUTPUT_KEYS`` (``None`` for absent)."""
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     for column in (paths, kinds, sources, shas, created, updated):
         if set(map(type, column)) - {str} or not all(column):
             return None
@@ -404,8 +411,8 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
         return None
     made = [times[text] for text in created]
     changed = [times[text] for text in updated]
-    # map() calls the constructor from C: no Python frame per record
-    return list(map(OutputRecord, paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
+    # built column by column from C loops (the constructor's result, without its per-field calls)
+    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
 def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
@@ -444,14 +451,40 @@ def parse_shared_root(data: bytes | str, *, valid_manifests: Known = ()) -> Shar
 
 #: documents at least this large are parsed with the cyclic garbage collector paused
 LARGE_DOCUMENT = 1024 * 1024
+#: documents at least this large try the typed decoder first (below it the exact path is as fast)
+TYPED_DECODE_MIN = 64 * 1024
+
+
+def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | None:
+    """Schema 2 state read by the typed decoder (:mod:`.typed`) when the document is plain and
+    valid; ``None`` otherwise, and the exact decoder then reads it (so errors never differ)."""
+    doc = typed.decode_single_owner(data)
+    if doc is None:
+        return None
+    columns = typed.output_columns(doc)
+    outputs = _outputs_from_columns(columns) if columns is not None else None
+    manifest = typed.manifest(doc, known) if outputs is not None else None
+    if manifest is None:
+        return None
+    try:
+        top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
+        state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
+        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+    except StateError:
+        return None
 
 
 def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:
     """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
 
-    ``valid_manifests`` as for :func:`parse_single_owner`."""
+    ``valid_manifests`` as for :func:`parse_single_owner`. Large plain schema 2 documents are
+    read by the typed decoder first (:mod:`.typed`), with the same result."""
     known = tuple(valid_manifests)
     with gc_paused(len(data) >= LARGE_DOCUMENT):
+        if len(data) >= TYPED_DECODE_MIN:
+            state = _single_owner_typed(data, known)
+            if state is not None:
+                return state
         obj = _decode(data)
         if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
             return _shared_root_from_obj(obj, known)

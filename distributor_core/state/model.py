@@ -8,9 +8,12 @@ in UTC; sequences are stored as tuples. Construction does not validate — the c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import repeat
 from typing import TypeAlias
 
 from distributor_core.bundle import Manifest
@@ -56,6 +59,27 @@ def _utc(owner: object, name: str) -> None:
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
     object.__setattr__(owner, name, value.astimezone(UTC))
+
+
+def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list:
+    """``[cls(*row) for row in zip(*columns)]`` for a frozen, slotted record dataclass, built
+    column by column from C loops (performance only: 100,000 output records of a large state).
+
+    Each field is set through its slot descriptor (what the generated ``__init__`` does with
+    ``object.__setattr__``), then ``__post_init__`` runs on every record as construction runs
+    it, so the records are the ones the constructor would build. ``columns`` must hold one
+    column per field, in field order, of equal length."""
+    names = [f.name for f in fields(cls)]
+    if len(columns) != len(names) or len({len(column) for column in columns}) > 1:
+        raise ValueError("records_from_columns needs one column per field, of equal length")
+    count = len(columns[0]) if columns else 0
+    records = list(map(object.__new__, repeat(cls, count)))
+    for name, column in zip(names, columns, strict=True):
+        deque(map(getattr(cls, name).__set__, records, column), maxlen=0)
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is not None:
+        deque(map(post_init, records), maxlen=0)
+    return records
 
 
 def _tuple(owner: object, name: str) -> None:

@@ -147,6 +147,46 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
 
 
+_TOP_VARIANTS = [
+    lambda text: text,
+    lambda text: text.replace('"pipeline_id": "p"', '"pipeline_id": 5'),
+    lambda text: text.replace('"pipeline_id": "p",', ""),
+    lambda text: text.replace('{"mode": "single_owner"}', "null"),
+    lambda text: text.replace('"size": 3}]}}', '"size": 3.5}]}}'),
+    lambda text: text.replace('"id": "b"', '"id": ""'),
+    lambda text: text.replace('"schema_version": 2', '"schema_version": 3'),
+    lambda text: text.replace('"schema_version": 2', '"schema_version": 1'),
+    lambda text: text + " x",
+    lambda text: text.replace('"outputs": [', '"unknown": [1, {"a": NaN}], "outputs": ['),
+    lambda text: text.replace('"outputs": [', '"outputs": [], "outputs": ['),
+]
+
+
+def test_typed_decoding_gives_the_exact_decoders_result(monkeypatch) -> None:
+    """The msgspec path (state/typed.py, taken by large documents) agrees with the exact
+    decoder on every variant: same state, or the same error."""
+    from itertools import product
+
+    from distributor_core.state import codec, parse_state_document
+
+    texts = [_state_text(list(outputs)) for n in range(3) for outputs in product(_VARIANTS, repeat=n)]
+    texts += [change(_state_text([_VARIANTS[0]])) for change in _TOP_VARIANTS]
+    typed_ok = 0
+    for text in texts:
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
+        exact = _outcome(parse_state_document, text)
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
+        assert _outcome(parse_state_document, text) == exact, text
+        assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == exact, text
+        typed_ok += codec._single_owner_typed(text, ()) is not None
+    assert typed_ok >= 5  # the typed path did read the plain ones (most variants are invalid)
+    # a recorded manifest equal to one the caller validated is that object on this path too
+    text = _state_text([_VARIANTS[0]])
+    recorded = codec._single_owner_typed(text, ()).manifest
+    same = Manifest(recorded.schema_version, recorded.id, recorded.digest, recorded.created, recorded.files)
+    assert codec._single_owner_typed(text, (same,)).manifest is same
+
+
 def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
     from datetime import timedelta
 
