@@ -67,11 +67,14 @@ def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list
 
     Each field is set through its slot descriptor (what the generated ``__init__`` does with
     ``object.__setattr__``), then ``__post_init__`` runs on every record as construction runs
-    it, so the records are the ones the constructor would build. ``columns`` must hold one
-    column per field, in field order, of equal length."""
+    it, so the records are the ones the constructor would build. ``columns`` are the leading
+    fields in order, of equal length; when they are not every field (a field with a default
+    added later), the constructor builds the records instead."""
     names = [f.name for f in fields(cls)]
-    if len(columns) != len(names) or len({len(column) for column in columns}) > 1:
-        raise ValueError("records_from_columns needs one column per field, of equal length")
+    if len({len(column) for column in columns}) > 1:
+        raise ValueError("records_from_columns needs columns of equal length")
+    if len(columns) != len(names):
+        return list(map(cls, *columns))
     count = len(columns[0]) if columns else 0
     records = list(map(object.__new__, repeat(cls, count)))
     for name, column in zip(names, columns, strict=True):
