@@ -39,7 +39,7 @@ pipelines:
 
 def _add_record(staging_path: Path, seq: int, when: datetime, status: str) -> str:
     """An upload record as the server admits it (same layout as tests/dagster's helper)."""
-    from distributor_core.server import staging as sg
+    from distributor_core import staging as sg
     from distributor_core.timefmt import compact_stamp
 
     run_id = f"reports.daily.{compact_stamp(when)}.{seq:08x}"

@@ -22,6 +22,8 @@ SCENARIOS = {
     "P4": "bench.p4_plan_large_state",
     "P5": "bench.p5_peak_rss",
     "P6": "bench.p6_serve_uploads",
+    "P6H": "bench.p6_hostile_archives",
+    "P6L": "bench.p6_slow_loris",
     "P7": "bench.p7_upload_sensor",
     "P8": "bench.p8_s3_parallel",
 }

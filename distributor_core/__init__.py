@@ -5,8 +5,8 @@ prune, the storage adapters, the CLI, the upload server and the producer client 
 and layers are in ``docs/internal/architecture.md``; ``lint-imports`` checks them).
 
 Must not know: Dagster. Nothing under ``distributor_core`` imports ``dagster`` or
-``distributor_dagster`` (one listed exception, ``server.dagster_status``, until staging moves out
-of ``server``: issue 16 item 3).
+``distributor_dagster`` (the Dagster run-status overlay of ``serve --publisher dagster`` is
+found through the entry point group ``distributor.run_status``, see ``server.runstatus``).
 """
 
 __version__ = "0.1.0"

@@ -35,6 +35,7 @@ from distributor_core.config.models import (
     TakeoverPolicy,
     TransferPolicy,
     TransformPolicy,
+    UploadLimits,
     UploadToken,
     ValidationPolicy,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "TransferPolicy",
     "TransformPolicy",
     "UploadGrant",
+    "UploadLimits",
     "UploadToken",
     "UploadTokenTable",
     "ValidationPolicy",

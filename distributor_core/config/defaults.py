@@ -17,8 +17,18 @@ from typing import Any
 from distributor_core.config.fields import (
     BACKEND_KEY_OWNERS,
     DEFAULT_BIND,
+    DEFAULT_BODY_IDLE_TIMEOUT,
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KNOWN_HOSTS_FILE,
     DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_ENTRIES,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_MAX_MANIFEST_SIZE,
+    DEFAULT_MAX_NAME_LENGTH,
+    DEFAULT_MAX_PATH_DEPTH,
+    DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_MAX_UPLOAD_SIZE,
     DEFAULT_QUEUE_SIZE,
     DEFAULT_RETENTION,
@@ -70,6 +80,23 @@ def _server_http(raw: Tree, base_dir: Path) -> Tree:
         "queue_size": raw.get("queue_size", DEFAULT_QUEUE_SIZE),
         "max_concurrency": raw.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
         "retention": raw.get("retention", parse_duration(DEFAULT_RETENTION)),
+        "header_timeout": raw.get("header_timeout", parse_duration(DEFAULT_HEADER_TIMEOUT)),
+        "max_connections": raw.get("max_connections", DEFAULT_MAX_CONNECTIONS),
+        "body_idle_timeout": raw.get("body_idle_timeout", parse_duration(DEFAULT_BODY_IDLE_TIMEOUT)),
+        "body_min_rate": raw.get("body_min_rate", parse_byte_size(DEFAULT_BODY_MIN_RATE)),
+        "max_queue_per_token": raw.get("max_queue_per_token", 0),
+        "limits": _upload_limits(raw.get("limits", {})),
+    }
+
+
+def _upload_limits(raw: Tree) -> Tree:
+    return {
+        "max_entries": raw.get("max_entries", DEFAULT_MAX_ENTRIES),
+        "max_path_depth": raw.get("max_path_depth", DEFAULT_MAX_PATH_DEPTH),
+        "max_name_length": raw.get("max_name_length", DEFAULT_MAX_NAME_LENGTH),
+        "max_path_length": raw.get("max_path_length", DEFAULT_MAX_PATH_LENGTH),
+        "max_header_size": raw.get("max_header_size", parse_byte_size(DEFAULT_MAX_HEADER_SIZE)),
+        "max_manifest_size": raw.get("max_manifest_size", parse_byte_size(DEFAULT_MAX_MANIFEST_SIZE)),
     }
 
 

@@ -39,6 +39,16 @@ DEFAULT_MAX_UPLOAD_SIZE = "100MB"
 DEFAULT_QUEUE_SIZE = 16
 DEFAULT_MAX_CONCURRENCY = 1
 DEFAULT_RETENTION = "24h"
+DEFAULT_HEADER_TIMEOUT = "10s"
+DEFAULT_MAX_CONNECTIONS = 256
+DEFAULT_BODY_IDLE_TIMEOUT = "60s"
+DEFAULT_BODY_MIN_RATE = "64KB"
+DEFAULT_MAX_ENTRIES = 10_000
+DEFAULT_MAX_PATH_DEPTH = 64
+DEFAULT_MAX_NAME_LENGTH = 255
+DEFAULT_MAX_PATH_LENGTH = 4096
+DEFAULT_MAX_HEADER_SIZE = "64KB"
+DEFAULT_MAX_MANIFEST_SIZE = "16MB"
 DEFAULT_SSH_PORT = 22
 DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
 DEFAULT_S3_REGION = "us-east-1"
@@ -84,6 +94,24 @@ def _mode(doc: str, choices: tuple[str, ...], default: str) -> Mapping[str, Fiel
     return _table(mode=Field(Kind.STRING, doc, choices=choices, default=default))
 
 
+SERVER_HTTP_LIMIT_FIELDS = _table(
+    max_entries=Field(Kind.INTEGER, "entries an upload archive may hold", minimum=1, default=DEFAULT_MAX_ENTRIES),
+    max_path_depth=Field(
+        Kind.INTEGER, "path segments of one archive entry (a/b/c.txt has 3)", minimum=1, default=DEFAULT_MAX_PATH_DEPTH
+    ),
+    max_name_length=Field(
+        Kind.INTEGER, "bytes (UTF-8) of one path segment of an archive entry", minimum=1,
+        default=DEFAULT_MAX_NAME_LENGTH,
+    ),
+    max_path_length=Field(
+        Kind.INTEGER, "bytes (UTF-8) of one archive entry's path", minimum=1, default=DEFAULT_MAX_PATH_LENGTH
+    ),
+    max_header_size=Field(
+        Kind.BYTE_SIZE, "PAX and GNU extension headers of one archive entry", default=DEFAULT_MAX_HEADER_SIZE
+    ),
+    max_manifest_size=Field(Kind.BYTE_SIZE, "size of an upload's manifest.json", default=DEFAULT_MAX_MANIFEST_SIZE),
+)
+
 SERVER_HTTP_FIELDS = _table(
     bind=Field(Kind.STRING, "host:port the upload server listens on", default=DEFAULT_BIND),
     staging_root=Field(
@@ -97,6 +125,29 @@ SERVER_HTTP_FIELDS = _table(
         Kind.INTEGER, "uploads published at the same time", minimum=1, default=DEFAULT_MAX_CONCURRENCY
     ),
     retention=Field(Kind.DURATION, "how long finished upload records are kept", default=DEFAULT_RETENTION),
+    header_timeout=Field(
+        Kind.DURATION, "time a connection has to send a complete request head", default=DEFAULT_HEADER_TIMEOUT
+    ),
+    max_connections=Field(
+        Kind.INTEGER, "connections served at once; further ones are answered 503 and closed", minimum=1,
+        default=DEFAULT_MAX_CONNECTIONS,
+    ),
+    body_idle_timeout=Field(
+        Kind.DURATION, "longest pause while an upload body arrives", default=DEFAULT_BODY_IDLE_TIMEOUT
+    ),
+    body_min_rate=Field(
+        Kind.BYTE_SIZE,
+        "slowest average upload rate, per second, once body_idle_timeout has passed; 0: no minimum",
+        default=DEFAULT_BODY_MIN_RATE,
+    ),
+    max_queue_per_token=Field(
+        Kind.INTEGER,
+        "queue slots one upload token may hold; 0: half of queue_size (all of it when there is one token)",
+        minimum=0, default=0,
+    ),
+    limits=Field(
+        Kind.MAPPING, "limits of an upload archive, checked while it streams", fields=SERVER_HTTP_LIMIT_FIELDS
+    ),
 )
 
 S3_CREDENTIAL_FIELDS = _table(

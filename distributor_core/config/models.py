@@ -29,6 +29,17 @@ class _Model(BaseModel):
 # --- server, secrets, upload tokens ---------------------------------------------------------
 
 
+class UploadLimits(_Model):
+    """``server.http.limits``: what one upload archive may hold, checked while it streams."""
+
+    max_entries: int = 10_000
+    max_path_depth: int = 64
+    max_name_length: int = 255
+    max_path_length: int = 4096
+    max_header_size: int = 64 * 1024
+    max_manifest_size: int = 16 * 1024 * 1024
+
+
 class ServerHTTP(_Model):
     """``server.http``: the upload server. Sizes are bytes; ``staging_root`` is absolute."""
 
@@ -38,6 +49,23 @@ class ServerHTTP(_Model):
     queue_size: int
     max_concurrency: int
     retention: timedelta
+    header_timeout: timedelta = timedelta(seconds=10)
+    max_connections: int = 256
+    body_idle_timeout: timedelta = timedelta(seconds=60)
+    #: bytes per second; 0: no minimum
+    body_min_rate: int = 64 * 1024
+    #: 0: see :meth:`queue_share`
+    max_queue_per_token: int = 0
+    limits: UploadLimits = UploadLimits()
+
+    def queue_share(self, token_count: int) -> int:
+        """Queue slots one token may hold: ``max_queue_per_token``, or by default half of
+        ``queue_size`` rounded up (all of it when only one token is configured)."""
+        if self.max_queue_per_token > 0:
+            return min(self.max_queue_per_token, self.queue_size)
+        if token_count <= 1:
+            return self.queue_size
+        return max(1, (self.queue_size + 1) // 2)
 
     @property
     def bind_host(self) -> str:

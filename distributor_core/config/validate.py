@@ -118,8 +118,18 @@ def _server_http(http: Tree, errs: list[str]) -> None:
     for name in ("max_upload_size", "queue_size", "max_concurrency"):
         if http[name] <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
-    if http["retention"].total_seconds() <= 0:
-        errs.append("server.http.retention must be greater than zero")
+    for name in ("retention", "header_timeout", "body_idle_timeout"):
+        if http[name].total_seconds() <= 0:
+            errs.append(f"server.http.{name} must be greater than zero")
+    if http["max_connections"] <= 0:
+        errs.append("server.http.max_connections must be greater than zero")
+    if http["max_queue_per_token"] < 0:
+        errs.append("server.http.max_queue_per_token must be zero or greater")
+    elif http["max_queue_per_token"] > http["queue_size"] > 0:
+        errs.append("server.http.max_queue_per_token must not be greater than server.http.queue_size")
+    for name, value in http["limits"].items():
+        if value <= 0:
+            errs.append(f"server.http.limits.{name} must be greater than zero")
 
 
 def _backend(storage: Tree, context: str, errs: list[str], *, source: bool) -> None:

@@ -3,8 +3,11 @@
 ``<bundle path>/.distributor.lock`` is created exclusively (no-clobber link locally, exclusive
 rename over SFTP, ``If-None-Match: *`` on S3) and holds JSON ``{holder, host, pid, acquired_at,
 expires_at, token}``. The holder renews it while it works. A contender waits up to ``wait``
-seconds; a lock past ``expires_at``, or one whose ``host`` is this host and whose ``pid`` is gone,
-may be broken with a conditional overwrite of the exact revision that was judged stale.
+seconds, sleeping between attempts on every path; a lock past ``expires_at``, or one whose
+``host`` is this host and whose ``pid`` is gone, may be broken with a conditional overwrite of the
+exact revision that was judged stale. A bundle path (or destination root) that exists but is not
+a directory is an ``invalid_path`` error naming it (after a second refusal, so a release racing an
+S3 key of that name is not mistaken for it).
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class DestinationLock:
         delay = 0.05
         current: LockInfo | None = None
         vanished = 0
+        not_directory = 0
         while True:
             info = self._info()
             try:
@@ -178,20 +182,27 @@ class DestinationLock:
             vanished = 0  # counts consecutive vanished attempts only
             found = self._read_current()
             if found is None:
-                continue
-            current, revision, modified = found
-            if self._stale(current, modified) and revision is not None:
-                try:
-                    entry = self.storage.write_bytes(
-                        self.path, self._info().to_bytes(), overwrite=True, if_revision=revision
-                    )
-                except StorageError as exc:
-                    if exc.kind not in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS, ErrorKind.NOT_FOUND):
-                        raise
-                else:
-                    self.broke_stale = True
-                    self._acquired(entry.revision)
-                    return
+                # the create was refused but there is no lock to read: released meanwhile, or the
+                # bundle path (the destination root) is not a directory; either way the wait
+                # below keeps its deadline and its sleep. Twice in a row over a non-directory is
+                # conclusive (once could be a release racing a key of that name on S3, where a
+                # file never blocks the keys below it)
+                not_directory = self._not_directory(not_directory)
+            else:
+                not_directory = 0
+                current, revision, modified = found
+                if self._stale(current, modified) and revision is not None:
+                    try:
+                        entry = self.storage.write_bytes(
+                            self.path, self._info().to_bytes(), overwrite=True, if_revision=revision
+                        )
+                    except StorageError as exc:
+                        if exc.kind not in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS, ErrorKind.NOT_FOUND):
+                            raise
+                    else:
+                        self.broke_stale = True
+                        self._acquired(entry.revision)
+                        return
             if time.monotonic() >= deadline:
                 who = current.holder if current else "an unknown writer"
                 since = format_seconds(current.acquired_at) if current else "an unknown time"
@@ -204,6 +215,23 @@ class DestinationLock:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _not_directory(self, seen: int) -> int:
+        """How many refusals in a row found the lock's directory to be something else; the
+        second one is an ``invalid_path`` error naming it."""
+        try:
+            entry = self.storage.stat(self.bundle_path)
+        except StorageError:
+            return 0
+        if entry.type == "directory":
+            return 0
+        if seen == 0:
+            return 1
+        what = "destination root" if self.bundle_path == "" else "destination bundle path"
+        raise StorageError(
+            "lock", self.storage.backend, self.path, ErrorKind.INVALID_PATH,
+            message=f"{what} {self._display()} is not a directory",
+        )
 
     def _acquired(self, revision: str | None) -> None:
         self.held = True

@@ -1,15 +1,14 @@
-"""The HTTP upload server of ``distributor serve``: the FastAPI app, archive staging, the durable
-staging area and the inline publisher.
+"""The HTTP upload server of ``distributor serve``: the FastAPI app, archive extraction and its
+limits, admission and fairness, connection limits, and the inline publisher.
 
-``distributor_core.server.staging`` is the small, dependency-free reader/writer of the staging
-layout that the Dagster upload sensor and publish runs use too. The FastAPI app is imported
-lazily (``from distributor_core.server import create_app``) so that importing the staging module
-does not import FastAPI.
+The durable staging area it writes (records, index, scan, redaction) is
+``distributor_core.staging``, below this package, shared with the Dagster sensors and publish
+runs; ``server.staging`` and ``server.redact`` remain as aliases of it for old imports. The
+FastAPI app is imported lazily (``from distributor_core.server import create_app``).
 
-Owns: HTTP (routes, auth, archive limits), the staging area on disk, publishing staged uploads
-through ``app``. Must not know: Dagster (the Dagster-status overlay is on its way out of this
-package, issue 16 item 3), the CLI.
-"""
+Owns: HTTP (routes, auth, archive limits, timeouts), publishing staged uploads through ``app``.
+Must not know: Dagster (the ``--publisher dagster`` run-status overlay is a registered source,
+entry point group ``distributor.run_status``, implemented in ``distributor_dagster``), the CLI."""
 
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ OAuth redirect route and trailing-slash redirects are disabled.
 The upload route checks, in order: pipeline query parameter (400), pipeline id syntax (400),
 bearer token (401), upload pipeline exists (404), token allows it (403), content type (415),
 idempotency key (400); then, before reading the body, ``Content-Length`` over the limit (413),
-key in flight (409, retryable) and queue full (503, retryable); then the body is streamed to
-disk (counted, aborted at limit + 1), extracted, validated and recorded.
+key in flight (409, retryable), queue full and the token's share of it full (503, retryable);
+then the body is streamed to disk (counted, aborted at limit + 1, and when it pauses longer than
+``body_idle_timeout`` or falls below ``body_min_rate``), extracted, validated and recorded.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ from distributor_core.config import resolve_upload_tokens as _resolve_tokens
 from distributor_core.jsonfmt import dumps_compact
 from distributor_core.server import errors, openapi
 from distributor_core.server.archive import StagingError, TooLargeError
-from distributor_core.server.dagster_status import DagsterRunLookup
 from distributor_core.server.publisher import InlinePublisher, PublishFunction, publish_staged_upload
-from distributor_core.server.runids import RandomSuffix, random_suffix
+from distributor_core.server.runstatus import RunStatusSource, load_run_status_source
 from distributor_core.server.runtime import UploadRuntime
-from distributor_core.server.service import NO_UPLOAD_PIPELINE, DagsterLookup, Ticket, UploadService
+from distributor_core.server.service import NO_UPLOAD_PIPELINE, Ticket, UploadService
+from distributor_core.staging import RandomSuffix, random_suffix
 from distributor_core.timefmt import Clock
 
 log = logging.getLogger("distributor.server")
@@ -110,23 +111,46 @@ def content_length(request: Request) -> int | None:
         return None
 
 
-async def receive_body(request: Request, path: Path, limit: int, idle_timeout: float) -> int:
-    """Stream the body into ``path`` (created exclusively), aborting at ``limit`` + 1 bytes."""
+async def receive_body(
+    request: Request, path: Path, limit: int, idle_timeout: float, min_rate: int = 0
+) -> int:
+    """Stream the body into ``path`` (created exclusively), aborting at ``limit`` + 1 bytes.
+
+    Two deadlines: no pause longer than ``idle_timeout``, and, with ``min_rate`` (bytes per
+    second), once ``idle_timeout`` has passed the body must keep an average of ``min_rate``: the
+    request fails as soon as fewer than ``(elapsed - idle_timeout) * min_rate`` bytes arrived, so a
+    body of N bytes has ``idle_timeout + N / min_rate`` seconds in all.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     received = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "wb") as out:
         chunks = request.stream().__aiter__()
         while True:
+            wait = idle_timeout
+            rate_bound = False
+            if min_rate > 0:
+                left = start + idle_timeout + received / min_rate - loop.time()
+                if left <= 0:
+                    raise StagingBodyError(too_slow(min_rate))
+                rate_bound = received > 0 and left < wait  # with nothing received both coincide
+                wait = min(wait, left)
             try:
-                chunk = await asyncio.wait_for(chunks.__anext__(), idle_timeout)
+                chunk = await asyncio.wait_for(chunks.__anext__(), wait)
             except StopAsyncIteration:
                 return received
             except TimeoutError:
-                raise StagingBodyError("request body timed out") from None
+                # which deadline was nearer decides (event loop timers may fire a little early)
+                raise StagingBodyError(too_slow(min_rate) if rate_bound else "request body timed out") from None
             received += len(chunk)
             if received > limit:
                 raise TooLargeError("body")
             out.write(chunk)
+
+
+def too_slow(min_rate: int) -> str:
+    return f"request body arrived slower than {min_rate} bytes/s (server.http.body_min_rate)"
 
 
 class StagingBodyError(StagingError):
@@ -142,10 +166,11 @@ def create_app(
     tokens: UploadTokenTable | None = None,
     clock: Clock | None = None,
     suffix: RandomSuffix = random_suffix,
-    lookup_dagster_run: DagsterLookup | None = None,
+    lookup_dagster_run: RunStatusSource | None = None,
     publish: PublishFunction = publish_staged_upload,
     durable: bool = True,
-    body_idle_timeout: float = 60.0,
+    body_idle_timeout: float | None = None,
+    body_min_rate: int | None = None,
 ) -> FastAPI:
     """Build the upload app for ``config``.
 
@@ -154,14 +179,18 @@ def create_app(
     (``ServerSetupError`` naming the directory). The inline publisher and the expiry janitor
     start with the app's lifespan and stop with it (running publications get 30 s); the
     service and runtime are ``app.state.uploads`` and ``app.state.runtime``.
-    ``lookup_dagster_run`` (dagster publisher) defaults to a query of ``DagsterInstance.get()``.
+    ``lookup_dagster_run`` (dagster publisher) defaults to the run status source registered for
+    ``dagster`` (:mod:`distributor_core.server.runstatus`): a query of ``DagsterInstance.get()``.
     """
     if not config.upload_pipelines:
         raise errors.ServerSetupError(NO_UPLOAD_PIPELINE)
+    http = config.server.http
+    idle_timeout = body_idle_timeout if body_idle_timeout is not None else http.body_idle_timeout.total_seconds()
+    min_rate = body_min_rate if body_min_rate is not None else http.body_min_rate
     env = env or Environment.from_config(config)
     tokens = tokens if tokens is not None else _resolve_tokens(config, env)
     if publisher == "dagster" and lookup_dagster_run is None:
-        lookup_dagster_run = DagsterRunLookup()
+        lookup_dagster_run = load_run_status_source("dagster")
     service = UploadService(
         config, env=env, tokens=tokens, mode=publisher, clock=clock, suffix=suffix,
         lookup_dagster_run=lookup_dagster_run, durable=durable,
@@ -218,7 +247,7 @@ def create_app(
         except errors.UploadRejected as exc:
             return error_response(exc.status_code, exc.message, retryable=exc.retryable)
         try:
-            await receive_body(request, ticket.archive, ticket.limit, body_idle_timeout)
+            await receive_body(request, ticket.archive, ticket.limit, idle_timeout, min_rate)
             accepted = await run_in_threadpool(service.stage_and_commit, ticket, compressed=compressed)
         except errors.UploadRejected as exc:
             return error_response(exc.status_code, exc.message, retryable=exc.retryable)

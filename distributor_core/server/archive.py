@@ -1,23 +1,33 @@
 """Safe extraction of an uploaded tar or gzip-compressed tar into a fresh directory
 (interfaces §3.6, resolutions D1).
 
-Safe by construction, not by filtering a general-purpose extractor: members are read one by one
-from a streaming :mod:`tarfile` reader and only regular files and directories are ever created,
-each with ``O_EXCL``/``O_NOFOLLOW`` or ``mkdir`` relative to a directory descriptor this module
-created itself, at a name that passed the bundle path rules. Links, devices, FIFOs, sparse files
-and every other type are refused; so are absolute names, ``..``, backslashes, duplicates, names
-that collide with a file or directory already extracted, more than ``max_entries`` entries and
-more than ``max_bytes`` of file content (and of decompressed tar stream beyond a small header
-allowance, which bounds gzip and PAX bombs). ``extractall`` and tarfile filters are never used.
+Safe by construction, not by filtering a general-purpose extractor (Python 3.11's tarfile
+filters have known bypasses): members are read one by one from a streaming :mod:`tarfile`
+reader and only regular files and directories are ever created, each with
+``O_EXCL``/``O_NOFOLLOW`` or ``mkdir`` relative to a directory descriptor this module created
+itself, at a name that passed the bundle path rules. Links, devices, FIFOs, sparse files and every
+other type are refused; so are absolute names, ``..``, backslashes, duplicates, names that collide
+with a file or directory already extracted.
+
+Every limit of :class:`~distributor_core.config.UploadLimits` is checked while the archive
+streams, before anything of an entry is read or written: entry count, directories created, path
+depth, segment and path length, the PAX/GNU extension headers of one entry (before tarfile reads
+them: a subclass of ``TarInfo`` checks the header's size first) and the size of
+``manifest.json``; so is ``max_bytes`` of file content and of decompressed stream beyond a small
+allowance per entry. ``extractall`` and tarfile filters are never used.
 
 After extraction the archive must hold exactly one root-level ``manifest.json`` and exactly the
-files it lists, and :func:`~distributor_core.bundle.validate_bundle` must pass.
+files it lists, and every listed file must match its size and sha256. Each file is hashed as it is
+written (this module created it, in a private tree, and nothing else writes there), so the check
+reads nothing again; a file that does not match is checked once more the way
+:func:`~distributor_core.bundle.validate_bundle` checks it, so the error is the one it gives.
 """
 
 from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import os
 import tarfile
 import zlib
@@ -25,10 +35,24 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distributor_core import paths as lp
-from distributor_core.bundle import MANIFEST_NAME, BundleError, Manifest, load_manifest, validate_bundle
+from distributor_core.bundle import (
+    DIGEST_PREFIX,
+    MANIFEST_NAME,
+    BundleError,
+    Manifest,
+    ManifestFile,
+    load_manifest,
+    validate_manifest,
+    verify,
+)
+from distributor_core.bundle.disk import iter_fd, open_regular
+from distributor_core.config import UploadLimits
 from distributor_core.jsonfmt import go_json_string
 
-MAX_ENTRIES = 10_000
+DEFAULT_LIMITS = UploadLimits()
+MAX_ENTRIES = DEFAULT_LIMITS.max_entries
+#: characters of an entry name quoted in an error message
+SHOWN_NAME = 100
 #: decompressed tar bytes allowed per entry on top of file content (header, PAX data, padding)
 HEADER_ALLOWANCE = 2048
 CHUNK = 1024 * 1024
@@ -99,7 +123,73 @@ class _CappedReader:
 
 
 def _entry(name: str) -> str:
-    return f"entry {go_json_string(name)}"
+    shown = name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "..."
+    return f"entry {go_json_string(shown)}"
+
+
+def _limit(value: int, knob: str) -> str:
+    return f"the limit is {value} (server.http.limits.{knob})"
+
+
+#: types whose data is read into memory by tarfile as metadata of the next member
+_EXTENSION_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                              tarfile.GNUTYPE_LONGLINK})
+
+
+class _HeaderBudget:
+    """Extension header bytes of the entry being read, and of global PAX headers (which tarfile
+    merges into every later member, so they count for the whole archive)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.entry = 0
+        self.globals = 0
+        self.index = 1
+
+    def charge(self, info: tarfile.TarInfo) -> None:
+        if info.type not in _EXTENSION_TYPES:
+            if info.type == tarfile.GNUTYPE_SPARSE:  # refused before its extension blocks are read
+                raise ArchiveError(f"entry {self.index} is a sparse file; only regular files and directories "
+                                   "are allowed")
+            self.entry = 0
+            self.index += 1
+            return
+        if info.size < 0:
+            raise ArchiveError(f"entry {self.index} has an invalid extended header size")
+        self.entry += info.size
+        if info.type == tarfile.XGLTYPE:
+            self.globals += info.size
+        used = max(self.entry, self.globals)
+        if used > self.limit:
+            raise ArchiveError(f"entry {self.index}: extended headers of {used} bytes; "
+                               f"{_limit(self.limit, 'max_header_size')}")
+
+
+def _tarinfo_class(budget: _HeaderBudget) -> type[tarfile.TarInfo]:
+    class BudgetedTarInfo(tarfile.TarInfo):
+        # ``_proc_member`` is tarfile's documented extension point for subclasses (see its
+        # comment in tarfile.py); the header block is parsed, its data not read yet.
+        def _proc_member(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+            budget.charge(self)
+            return super()._proc_member(tarfile)  # type: ignore[misc]
+
+    return BudgetedTarInfo
+
+
+def _limits_problem(name: str, limits: UploadLimits) -> str | None:
+    """The first limit of ``limits`` that the entry name ``name`` breaks, or ``None``."""
+    encoded = len(name.encode("utf-8", "surrogatepass"))
+    if encoded > limits.max_path_length:
+        return f"path is {encoded} bytes; {_limit(limits.max_path_length, 'max_path_length')}"
+    depth = name.count("/") + 1
+    if depth > limits.max_path_depth:
+        return f"path is {depth} levels deep; {_limit(limits.max_path_depth, 'max_path_depth')}"
+    if encoded > limits.max_name_length:
+        for segment in name.split("/"):
+            size = len(segment.encode("utf-8", "surrogatepass"))
+            if size > limits.max_name_length:
+                return f"path segment of {size} bytes; {_limit(limits.max_name_length, 'max_name_length')}"
+    return None
 
 
 def _kind_problem(member: tarfile.TarInfo) -> str | None:
@@ -136,47 +226,78 @@ class _Extractor:
     """Creates files below ``root`` through directory descriptors, never following links.
 
     Directory entries are only recorded (checked for conflicts); a directory is created when a
-    file needs it, so empty or unlisted directories never reach the disk.
+    file needs it, so empty or unlisted directories never reach the disk. A file's directory is
+    opened with one ``openat`` from the root once it exists (the tree is this module's own: every
+    directory in it was made by ``mkdir`` here and nothing in it is a link), and missing segments
+    are made one by one below the deepest existing one; the descriptor of the last file's
+    directory stays open, so consecutive files of one directory cost one open each.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: UploadLimits) -> None:
         self.root = root
+        self.limits = limits
         self.dirs: set[str] = set()
         #: every directory path named by an entry or implied as an ancestor of one
         self.implied: set[str] = set()
         self.files: dict[str, int] = {}
+        #: "sha256:<hex>" of each file, hashed as it was written
+        self.digests: dict[str, str] = {}
         self.explicit: set[str] = set()
         os.mkdir(root, 0o700)
         self.root_fd = os.open(root, _DIR_FLAGS)
+        #: (relative path, descriptor) of the last file's directory below the root
+        self._last: tuple[str, int] | None = None
 
     def close(self) -> None:
+        self._forget()
         os.close(self.root_fd)
 
+    def _forget(self) -> None:
+        if self._last is not None:
+            os.close(self._last[1])
+            self._last = None
+
     def _claim_ancestors(self, name: str) -> None:
-        segments = name.split("/")[:-1]
-        for index in range(1, len(segments) + 1):
-            ancestor = "/".join(segments[:index])
+        """Record the ancestors of ``name``, deepest first, stopping at one already recorded (its
+        own ancestors were checked when it was)."""
+        end = name.rfind("/")
+        while end > 0:
+            ancestor = name[:end]
+            if ancestor in self.implied:
+                return
             if ancestor in self.files:
                 raise ArchiveError(f"{_entry(name)} conflicts with file {go_json_string(ancestor)}")
             self.implied.add(ancestor)
+            end = name.rfind("/", 0, end)
 
     def _open_dir(self, rel_dir: str) -> int:
-        """A descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
-        fd = os.dup(self.root_fd)
-        walked: list[str] = []
+        """A borrowed descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
+        if not rel_dir:
+            return self.root_fd
+        if self._last is not None and self._last[0] == rel_dir:
+            return self._last[1]
+        self._forget()
+        segments = rel_dir.split("/")
+        existing = len(segments)
+        while existing and "/".join(segments[:existing]) not in self.dirs:
+            existing -= 1
+        fd = os.open("/".join(segments[:existing]), _DIR_FLAGS, dir_fd=self.root_fd) if existing else self.root_fd
         try:
-            for segment in rel_dir.split("/") if rel_dir else ():
-                walked.append(segment)
-                current = "/".join(walked)
-                if current not in self.dirs:
-                    os.mkdir(segment, 0o700, dir_fd=fd)
-                    self.dirs.add(current)
-                child = os.open(segment, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
+            for index in range(existing, len(segments)):
+                if len(self.dirs) >= self.limits.max_entries:
+                    raise ArchiveError(f"too many directories (more than {self.limits.max_entries}): "
+                                       "server.http.limits.max_entries")
+                os.mkdir(segments[index], 0o700, dir_fd=fd)
+                self.dirs.add("/".join(segments[: index + 1]))
+                child = os.open(segments[index], _DIR_FLAGS, dir_fd=fd)
+                if fd != self.root_fd:
+                    os.close(fd)
                 fd = child
         except BaseException:
-            os.close(fd)
+            if fd != self.root_fd:
+                os.close(fd)
             raise
+        self._last = (rel_dir, fd)
         return fd
 
     def add_dir(self, name: str) -> None:
@@ -191,17 +312,16 @@ class _Extractor:
         self._claim_ancestors(name)
         parent, _, base = name.rpartition("/")
         dir_fd = self._open_dir(parent)
-        try:
-            fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
-        finally:
-            os.close(dir_fd)
+        fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
         self.files[name] = size
+        hasher = hashlib.sha256()
         try:
             written = 0
             while source is not None and written < size:
                 chunk = _read_member(source, min(CHUNK, size - written))
                 if not chunk:
                     raise ArchiveError(f"{_entry(name)} is truncated")
+                hasher.update(chunk)
                 view = memoryview(chunk)
                 while view:
                     count = os.write(fd, view)
@@ -209,6 +329,7 @@ class _Extractor:
                 written += len(chunk)
             if written != size:
                 raise ArchiveError(f"{_entry(name)} is truncated")
+            self.digests[name] = DIGEST_PREFIX + hasher.hexdigest()
         finally:
             os.close(fd)
 
@@ -245,32 +366,38 @@ def extract_bundle(
     *,
     compressed: bool,
     max_bytes: int,
-    max_entries: int = MAX_ENTRIES,
+    max_entries: int | None = None,
+    limits: UploadLimits = DEFAULT_LIMITS,
 ) -> Manifest:
     """Extract ``archive`` into the new directory ``dest`` and validate it as one source bundle.
 
+    ``limits`` bounds the archive (``max_entries``, when given, overrides its entry count).
     Raises :class:`ArchiveError`, :class:`InvalidBundleError` or :class:`TooLargeError`; the
     caller removes ``dest`` on failure. ``dest`` must not exist. Nothing is fsynced here: the
     caller makes an accepted upload durable in one step (see ``staging.sync_tree``).
     """
+    if max_entries is not None:
+        limits = limits.model_copy(update={"max_entries": max_entries})
     dest_path = Path(dest)
-    extractor = _Extractor(dest_path)
+    extractor = _Extractor(dest_path, limits)
     try:
         with open(archive, "rb") as raw:
             stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
-            cap = max_bytes + HEADER_ALLOWANCE * (max_entries + 2)
-            _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, max_entries=max_entries)
+            cap = max_bytes + HEADER_ALLOWANCE * (limits.max_entries + 2)
+            _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, limits=limits)
         return _check_bundle(dest_path, extractor)
     finally:
         extractor.close()
 
 
-def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, max_entries: int) -> None:
+def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, limits: UploadLimits) -> None:
+    budget = _HeaderBudget(limits.max_header_size)
     try:
         tar = tarfile.open(  # noqa: SIM115 - closed by the ``with tar`` below
-            fileobj=stream, mode="r|", encoding="utf-8", errors="strict"  # type: ignore[call-overload]
+            fileobj=stream, mode="r|", encoding="utf-8", errors="strict",  # type: ignore[call-overload]
+            tarinfo=_tarinfo_class(budget),
         )
-    except TooLargeError:
+    except (TooLargeError, ArchiveError):
         raise
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
         raise ArchiveError(_describe(exc)) from None
@@ -280,18 +407,25 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
         while True:
             try:
                 member = tar.next()
-            except TooLargeError:
+            except (TooLargeError, ArchiveError):
                 raise
             except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError, ValueError) as exc:
                 raise ArchiveError(_describe(exc)) from None
             if member is None:
                 return
+            # a streaming reader never goes back: forget the members read so far (tarfile keeps
+            # every TarInfo, PAX headers included, in ``members``)
+            del tar.members[:]
             entries += 1
-            if entries > max_entries:
-                raise ArchiveError(f"too many entries (more than {max_entries})")
+            if entries > limits.max_entries:
+                raise ArchiveError(f"too many entries (more than {limits.max_entries}): "
+                                   "server.http.limits.max_entries")
             name = _normalise(member)
             if name is None:
                 continue
+            problem = _limits_problem(name, limits)
+            if problem:
+                raise ArchiveError(f"{_entry(name)}: {problem}")
             kind = _kind_problem(member)
             if kind is not None:
                 raise ArchiveError(f"{_entry(name)} is a {kind}; only regular files and directories are allowed")
@@ -308,6 +442,9 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
                     continue
                 if member.size < 0:
                     raise ArchiveError(f"{_entry(name)} has an invalid size")
+                if name == MANIFEST_NAME and member.size > limits.max_manifest_size:
+                    raise ArchiveError(f"{MANIFEST_NAME} is {member.size} bytes; "
+                                       f"{_limit(limits.max_manifest_size, 'max_manifest_size')}")
                 total += member.size
                 if total > max_bytes:
                     raise TooLargeError("extracted content")
@@ -335,7 +472,23 @@ def _check_bundle(root: Path, extractor: _Extractor) -> Manifest:
         if path not in extractor.files:
             raise ArchiveError(f"listed file {go_json_string(path)} is missing")
     try:
-        validate_bundle(root, manifest)
+        validate_manifest(manifest)
+        for record in manifest.files:
+            if extractor.files[record.path] != record.size or extractor.digests.get(record.path) != record.sha256:
+                _recheck(root, record)  # raises the error validate_bundle gives for it
     except BundleError as exc:
         raise InvalidBundleError(str(exc)) from None
     return manifest
+
+
+def _recheck(root: Path, record: ManifestFile) -> None:
+    """Check one listed file from the disk as :func:`~distributor_core.bundle.validate_bundle`
+    does (same order, same errors)."""
+    fd, size = open_regular(root, record.path)
+    try:
+        verify.check_size(record, size)
+        verify.check_content(record, iter_fd(fd))
+    except OSError as exc:
+        raise verify.unreadable(record.path, exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)

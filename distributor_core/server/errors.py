@@ -1,7 +1,8 @@
 """Upload API errors and their HTTP mapping (interfaces §3.3–3.6, resolutions D3).
 
 Every error body is ``{"error": "<message>"}``; ``"retryable": true`` is added only for the
-in-flight idempotency conflict and a full queue. Messages never contain a token, a host path or
+in-flight idempotency conflict, a full queue (or a full per-token share of it) and the
+connection cap. Messages never contain a token, a host path or
 a run id.
 """
 
@@ -46,6 +47,7 @@ TOO_LARGE = "upload exceeds maximum size"
 KEY_IN_FLIGHT = "upload idempotency key is already being processed"
 KEY_CONFLICT = "upload idempotency key was already used for a different source manifest"
 QUEUE_FULL = "upload queue is full"
+TOKEN_SHARE_FULL = "upload queue share of this token is full"
 RUN_NOT_FOUND = "run not found"
 INTERNAL = "internal error"
 
@@ -64,3 +66,7 @@ def key_conflict() -> UploadRejected:
 
 def queue_full() -> UploadRejected:
     return UploadRejected(503, QUEUE_FULL, retryable=True)
+
+
+def token_share_full() -> UploadRejected:
+    return UploadRejected(503, TOKEN_SHARE_FULL, retryable=True)

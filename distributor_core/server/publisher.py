@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from distributor_core import staging as sg
 from distributor_core.app.run import RunOptions, publish_source_bundle
 from distributor_core.execute.publish import default_holder
-from distributor_core.server import staging as sg
 from distributor_core.server.service import UploadService
 from distributor_core.storage.local import LocalStorage
 

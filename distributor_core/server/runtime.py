@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from distributor_core.server.publisher import InlinePublisher
 from distributor_core.server.service import UploadService
 

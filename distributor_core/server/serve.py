@@ -2,7 +2,8 @@
 
 Startup order: the app is built (tokens resolved, staging paths checked, locked and swept), then
 ``server.http.bind`` is bound, then ``distributor: serving HTTP upload API on <host:port>`` is
-written to stderr (the actual port when the configured one is 0). On SIGINT or SIGTERM the
+written to stderr (the actual port when the configured one is 0). Connections are guarded by
+``server.http.header_timeout`` and ``max_connections`` (:mod:`.connections`). On SIGINT or SIGTERM the
 server stops accepting connections, lets requests in progress finish, stops starting
 publications and gives running ones 30 s, releases the staging locks and returns 0.
 """
@@ -19,8 +20,9 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from distributor_core.config import Config
+from distributor_core.config import Config, ServerHTTP
 from distributor_core.server.app import create_app
+from distributor_core.server.connections import guarded_protocol
 from distributor_core.server.errors import ServerSetupError
 from distributor_core.server.runtime import SHUTDOWN_GRACE, UploadRuntime
 
@@ -81,6 +83,22 @@ def _configure_logging(stderr: TextIO) -> None:
     logger.setLevel(logging.WARNING)
 
 
+def uvicorn_config(app: Any, config: Config | None, *, grace: float = SHUTDOWN_GRACE) -> uvicorn.Config:
+    """uvicorn's options for ``app``: the connection guards of ``server.http`` (head deadline,
+    connection cap; their defaults without a config), no access log, no server header, lifespan
+    on."""
+    http = config.server.http if config is not None else ServerHTTP.model_construct()
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(http.header_timeout.total_seconds(), http.max_connections),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=int(grace),
+    )
+
+
 def serve(
     config: Config,
     *,
@@ -105,15 +123,7 @@ def serve(
         runtime.shutdown(grace)
         raise
     host, port = sock.getsockname()[:2]
-    uv_config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=int(grace),
-    )
-    server = _Server(uv_config, runtime)
+    server = _Server(uvicorn_config(app, config, grace=grace), runtime)
     try:
         with _stop_on_signals(server):
             err.write(f"distributor: serving HTTP upload API on {format_address(host, port)}\n")

@@ -22,21 +22,29 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from distributor_core import staging as sg
 from distributor_core.bundle import Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.server import errors
-from distributor_core.server import staging as sg
 from distributor_core.server.archive import StagingError, extract_bundle
-from distributor_core.server.area import PipelineStaging, StagingSetupError, ensure_private_dir, key_sha256
-from distributor_core.server.redact import host_redactions
-from distributor_core.server.runids import RandomSuffix, new_run_id, random_suffix
+from distributor_core.server.runstatus import RunStatusSource
+from distributor_core.staging import (
+    PipelineStaging,
+    RandomSuffix,
+    StagingSetupError,
+    ensure_private_dir,
+    host_redactions,
+    key_sha256,
+    new_run_id,
+    random_suffix,
+)
 from distributor_core.timefmt import Clock, now_seconds
 
 log = logging.getLogger("distributor.server")
 
 PublisherMode = Literal["inline", "dagster"]
 #: ``lookup(run_id) -> (status, dagster_run_id, error) | None`` (resolutions D1 overlay)
-DagsterLookup = Callable[[str], "tuple[str, str | None, str] | None"]
+DagsterLookup = RunStatusSource
 
 ARCHIVE_NAME = "upload.archive"
 NO_UPLOAD_PIPELINE = "serve requires at least one http_upload pipeline"
@@ -108,6 +116,9 @@ class UploadService:
         self._index: dict[tuple[str, str, str], str] = {}
         self._inflight: set[tuple[str, str, str]] = set()
         self._reserved = 0
+        self._reserved_by_token: dict[str, int] = {}
+        #: queue slots one token may hold (``server.http.max_queue_per_token``)
+        self.token_share = self.http.queue_share(len(config.upload_tokens))
         self._opened = False
         self._janitor_stop = threading.Event()
         self._janitor: threading.Thread | None = None
@@ -121,8 +132,15 @@ class UploadService:
         """Check and lock every staging path, sweep, load records, expire finished ones.
 
         Returns the unfinished records (accepted, queued, running) in admission order; the
-        inline publisher re-queues them. Raises :class:`StagingSetupError` naming a directory.
+        inline publisher re-queues them. Raises :class:`~.errors.ServerSetupError` naming a
+        directory.
         """
+        try:
+            return self._open()
+        except StagingSetupError as exc:
+            raise errors.ServerSetupError(str(exc)) from None
+
+    def _open(self) -> list[sg.UploadRecord]:
         upload_pipelines = self.config.upload_pipelines
         if not upload_pipelines:
             raise errors.ServerSetupError(NO_UPLOAD_PIPELINE)
@@ -148,6 +166,11 @@ class UploadService:
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
+                for duplicate, kept in report.duplicates:
+                    log.warning("distributor: upload %s shares its idempotency key with %s; marked failed, "
+                                "not published", duplicate, kept)
+                for path, reason in report.unremovable:
+                    log.warning("distributor: cannot remove %s left in a staging directory: %s", path, reason)
                 for record in records:
                     self._records[record.run_id] = _light(record)
                 for (token_id, key_hash), run_id in index.items():
@@ -181,9 +204,10 @@ class UploadService:
             return own
         for record in own:
             if record.status != sg.ACCEPTED:
-                updated = sg.transition(self.staging_path(record.pipeline_id), record.run_id, status=sg.ACCEPTED,
-                                        started_at=None)
-                self.update(updated)
+                try:
+                    self.update(sg.hand_back(self.staging_path(record.pipeline_id), record.run_id))
+                except (OSError, sg.RecordError) as exc:
+                    log.warning("distributor: could not hand upload %s to Dagster: %s", record.run_id, exc)
         return []
 
     def close(self) -> None:
@@ -223,32 +247,49 @@ class UploadService:
         with self._lock:
             if scope is not None and scope in self._inflight:
                 raise errors.key_in_flight()
-            depth = self._reserved + sum(1 for r in self._records.values() if r.pending)
-            if depth >= self.http.queue_size:
+            pending = [r for r in self._records.values() if r.pending]
+            if self._reserved + len(pending) >= self.http.queue_size:
                 raise errors.queue_full()
+            held = self._reserved_by_token.get(token_id, 0) + sum(1 for r in pending if r.token_id == token_id)
+            if held >= self.token_share:
+                raise errors.token_share_full()
             if scope is not None:
                 self._inflight.add(scope)
-            self._reserved += 1
+            self._reserve(token_id, 1)
         try:
             incoming = pipeline.staging.new_incoming()
         except BaseException:
             with self._lock:
-                self._reserved -= 1
+                self._reserve(token_id, -1)
                 if scope is not None:
                     self._inflight.discard(scope)
             raise
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
 
+    def _reserve(self, token_id: str, delta: int) -> None:
+        """Count a request being received (``delta`` 1) or done with (-1); call under ``_lock``."""
+        self._reserved += delta
+        left = self._reserved_by_token.get(token_id, 0) + delta
+        if left:
+            self._reserved_by_token[token_id] = left
+        else:
+            self._reserved_by_token.pop(token_id, None)
+
     def release(self, ticket: Ticket) -> None:
-        """End a request: free its reservation and scope, remove whatever it left in ``.incoming``."""
-        sg.remove_tree(ticket.incoming)
+        """End a request: free its reservation and scope, then remove whatever it left in
+        ``.incoming``. Never raises: a tree that cannot be removed now is swept at the next start."""
         with self._lock:
             if ticket.reserved:
-                self._reserved -= 1
+                self._reserve(ticket.token_id, -1)
                 ticket.reserved = False
             if ticket.scope is not None:
                 self._inflight.discard(ticket.scope)
                 ticket.scope = None
+        try:
+            sg.remove_tree(ticket.incoming)
+        except Exception as exc:
+            log.warning("distributor: could not remove a refused upload of pipeline %s (%s); "
+                        "the next start sweeps it", ticket.pipeline_id, type(exc).__name__)
 
     def stage_and_commit(self, ticket: Ticket, *, compressed: bool) -> Accepted:
         """Extract and validate the received archive, then record the upload (or replay it)."""
@@ -258,7 +299,7 @@ class UploadService:
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         try:
             return extract_bundle(
-                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits
             )
         finally:
             ticket.archive.unlink(missing_ok=True)
@@ -295,16 +336,24 @@ class UploadService:
                 status=sg.ACCEPTED,
                 accepted_at=now,
             )
-            pipeline.staging.promote(ticket.incoming, record)
+            try:
+                pipeline.staging.promote(ticket.incoming, record)
+            except sg.PromotedError:
+                # visible and indexed, and it could not be rolled back: it is the accepted upload
+                # a restart would publish, so answer it as such (a retry replays it)
+                log.error("distributor: upload %s could not be made durable and was kept as accepted", run_id)
             with self._lock:
                 self._records[run_id] = record
                 if key_hash is not None:
                     self._index[(ticket.pipeline_id, ticket.token_id, key_hash)] = run_id
                 if ticket.reserved:
-                    self._reserved -= 1
+                    self._reserve(ticket.token_id, -1)
                     ticket.reserved = False
             if self.on_accepted is not None:
-                self.on_accepted(record)
+                try:
+                    self.on_accepted(record)
+                except Exception:  # accepted and durable: a restart queues it if this did not
+                    log.exception("distributor: queueing upload %s failed", run_id)
         return Accepted(dict(response), False)
 
     def _new_run_id(self, pipeline_id: str, now: datetime) -> str:
@@ -413,7 +462,10 @@ class UploadService:
                             del self._index[scope]
                 trash = pipeline.staging.retire(record.run_id, record.token_id, record.idempotency_key)
             if trash is not None:  # deleted outside the lock: commits of the pipeline go on meanwhile
-                sg.remove_tree(trash)
+                try:
+                    sg.remove_tree(trash)
+                except OSError as exc:  # it is in .incoming: the next start sweeps it
+                    log.warning("distributor: could not remove expired upload %s: %s", record.run_id, exc.strerror)
             expired.append(record.run_id)
         return expired
 

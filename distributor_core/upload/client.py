@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -54,20 +54,34 @@ MAX_STATUS_RESPONSE = 64 * 1024 * 1024
 _RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
-@dataclass(frozen=True)
-class UploadResult:
-    """An accepted upload (202): admission, not publication."""
+class _RedactedRepr:
+    """``repr`` of a result type, with the client's token redacted from every field shown."""
+
+    _redact: Redactor | None
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)  # type: ignore[arg-type]
+        text = f"{type(self).__name__}({shown})"
+        return self._redact(text) if self._redact is not None else text
+
+
+@dataclass(frozen=True, repr=False)
+class UploadResult(_RedactedRepr):
+    """An accepted upload (202): admission, not publication. Server text in it (and in
+    ``raw``) has the token redacted."""
 
     run_id: str
     pipeline_id: str
     status: str
     status_url: str
     raw: dict[str, Any] = field(repr=False)
+    _redact: Redactor | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class RunStatus:
-    """``GET /runs/<id>``: the run's status; ``report`` is the run report once known."""
+@dataclass(frozen=True, repr=False)
+class RunStatus(_RedactedRepr):
+    """``GET /runs/<id>``: the run's status; ``report`` is the run report once known. Server text
+    in it (``error``, ``report``, ``raw``) has the token redacted."""
 
     run_id: str
     pipeline_id: str
@@ -79,6 +93,7 @@ class RunStatus:
     report: dict[str, Any] | None
     raw: dict[str, Any] = field(repr=False)
     dagster_run_id: str | None = None
+    _redact: Redactor | None = field(default=None, repr=False, compare=False)
 
 
 class _Retry(Exception):
@@ -257,15 +272,17 @@ class UploadClient:
             run_id = data.get("run_id") if data is not None else None
             if not isinstance(run_id, str) or not run_id:
                 raise UploadError("upload was accepted but the response has no run_id")
+            assert data is not None
             return UploadResult(
                 run_id=run_id,
-                pipeline_id=str(data.get("pipeline_id", pipeline_id)),  # type: ignore[union-attr]
-                status=str(data.get("status", "accepted")),  # type: ignore[union-attr]
-                status_url=str(data.get("status_url", f"/runs/{run_id}")),  # type: ignore[union-attr]
-                raw=data,  # type: ignore[arg-type]
+                pipeline_id=self._redact(str(data.get("pipeline_id", pipeline_id))),
+                status=self._redact(str(data.get("status", "accepted"))),
+                status_url=self._redact(str(data.get("status_url", f"/runs/{run_id}"))),
+                raw=self._redact.deep(data),  # type: ignore[arg-type]
+                _redact=self._redact,
             )
         if 200 <= code < 300:
-            raise UploadError(f"unexpected upload response {code} {reason}")
+            raise UploadError(self._redact(f"unexpected upload response {code} {reason}"))
         error = self._http_error(code, reason, body)
         if code == 503:
             raise _Retry(error)
@@ -295,15 +312,16 @@ class UploadClient:
     def _http_error(self, code: int, reason: str, body: bytes) -> HTTPError:
         data = _json_object(body)
         message: str
-        retryable: bool | None = None
+        retryable: bool | None = {409: False, 503: True}.get(code)
         if data is not None and isinstance(data.get("error"), str):
-            message = data["error"]
+            message = self._redact(data["error"])
             if isinstance(data.get("retryable"), bool):
                 retryable = data["retryable"]
         else:
-            message = body[:MAX_ERROR_TEXT].decode("utf-8", "replace").strip()
+            # redacted before it is cut (a cut never leaves the token's first characters), then trimmed
+            message = self._redact.cut(body.decode("utf-8", "replace"), MAX_ERROR_TEXT).strip()
         cls = IdempotencyConflictError if code == 409 else HTTPError
-        return cls(code, self._redact(f"{code} {reason}"), self._redact(message), retryable)
+        return cls(code, self._redact(f"{code} {reason}"), message, retryable)
 
     # ------------------------------------------------------------------ status
 
@@ -322,17 +340,19 @@ class UploadClient:
         if data is None or not isinstance(data.get("status"), str):
             raise UploadError("run status response is not a status object")
         report = data.get("report")
+        dagster_run_id = data.get("dagster_run_id")
         return RunStatus(
             run_id=str(data.get("run_id", run_id)),
-            pipeline_id=str(data.get("pipeline_id", "")),
-            status=data["status"],
+            pipeline_id=self._redact(str(data.get("pipeline_id", ""))),
+            status=self._redact(data["status"]),
             error=self._redact(str(data.get("error") or "")),
             accepted_at=_time(data.get("accepted_at")),
             started_at=_time(data.get("started_at")),
             finished_at=_time(data.get("finished_at")),
-            report=report if isinstance(report, dict) else None,
-            raw=data,
-            dagster_run_id=data.get("dagster_run_id") or None,
+            report=self._redact.deep(report) if isinstance(report, dict) else None,  # type: ignore[arg-type]
+            raw=self._redact.deep(data),  # type: ignore[arg-type]
+            dagster_run_id=self._redact(str(dagster_run_id)) if dagster_run_id else None,
+            _redact=self._redact,
         )
 
 

@@ -24,6 +24,30 @@ class Redactor:
             return text.replace(self._secret, REDACTED)
         return text
 
+    def cut(self, text: str, limit: int) -> str:
+        """``text`` redacted, then cut to at most ``limit`` UTF-8 bytes (never inside a
+        character). Redacting first means a cut can never leave the beginning of the secret; a
+        marker split by the cut is completed, so the result may end up to 9 bytes past ``limit``."""
+        text = self(text)
+        encoded = text.encode("utf-8")
+        if len(encoded) <= limit:
+            return text
+        head = encoded[:limit].decode("utf-8", "ignore")
+        start = text.find(REDACTED, max(0, len(head) - len(REDACTED) + 1))
+        if 0 <= start < len(head):  # the cut split a marker: keep it whole
+            return head[:start] + REDACTED
+        return head
+
+    def deep(self, value: object) -> object:
+        """``value`` with every string inside (dict keys and values, list items) redacted."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {self(k) if isinstance(k, str) else k: self.deep(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.deep(v) for v in value]
+        return value
+
     def __repr__(self) -> str:
         return "Redactor([redacted])"
 
@@ -43,7 +67,9 @@ class HTTPError(UploadError):
     """The server answered with an unexpected HTTP status.
 
     ``message`` is the server's ``error`` field (else the trimmed body text, at most 1 KiB);
-    ``retryable`` is the server's flag when it sent one.
+    ``retryable`` is the server's flag when it sent one; without a flag a ``409`` is not
+    retryable (``False``: only the in-flight 409 carries ``true``), a ``503`` is (``True``), and
+    other statuses give ``None``.
     """
 
     def __init__(self, status_code: int, status: str, message: str, retryable: bool | None = None) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from distributor_core import staging
 from distributor_core.app.report import RunReport
 from distributor_core.config import Config, Pipeline
-from distributor_core.server import staging
-from distributor_core.server.redact import host_redactions
+from distributor_core.staging import host_redactions
 from distributor_core.timefmt import Clock
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from distributor_core.server import staging
+from distributor_core import staging
 
 CURSOR_VERSION = 1
 #: Records whose run id stamp is this much older than the cursor's are not read again.

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from distributor_core import staging
 from distributor_core.config import Pipeline
-from distributor_core.server import staging
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
 from distributor_dagster.site import Site

@@ -12,8 +12,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from distributor_core import staging as sg
 from distributor_core.bundle import build_manifest, write_manifest
-from distributor_core.server import staging as sg
 from distributor_core.timefmt import compact_stamp
 
 pytestmark = pytest.mark.dagster

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
 from tests.dagster.conftest import add_record
 

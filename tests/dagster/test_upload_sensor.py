@@ -19,11 +19,11 @@ import httpx
 import pytest
 import uvicorn
 
+from distributor_core import staging as sg
 from distributor_core.config import Environment, load_config
 from distributor_core.server import create_app
-from distributor_core.server import staging as sg
-from distributor_core.server.dagster_status import DagsterRunLookup
 from distributor_dagster import build_definitions
+from distributor_dagster.upload_status import DagsterRunLookup
 from tests.dagster.conftest import events_of, make_bundle, write_config
 from tests.dagster.reconstruct import job_from_environment
 

@@ -28,6 +28,7 @@ import yaml
 from distributor_core.bundle import Manifest, build_manifest, manifest_to_obj, write_manifest
 from distributor_core.config import Config, Environment, load_config
 from distributor_core.server import create_app
+from distributor_core.server.serve import uvicorn_config
 from tests.bundle.conftest import REPORT, SUMMARY, make_bundle
 
 TOKEN = "reports-secret"
@@ -240,10 +241,12 @@ class Running:
 
 @contextmanager
 def run_server(app: Any) -> Iterator[Running]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; stop it (lifespan shutdown) on exit."""
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread, with the options ``serve`` uses
+    (connection guards included); stop it (lifespan shutdown) on exit."""
     sock = free_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    uploads = getattr(app.state, "uploads", None)
+    server = uvicorn.Server(uvicorn_config(app, uploads.config if uploads is not None else None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

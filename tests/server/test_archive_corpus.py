@@ -173,6 +173,80 @@ def _manifest_for(files: dict[str, bytes]) -> Entry:
     return Entry("manifest.json", manifest_bytes(files))
 
 
+# --- shapes of issue 14: depth, length, per-entry headers, CPU ---------------------------------
+
+
+def _deep_unlisted(_: Path) -> bytes:
+    """One unlisted entry 1,100 directories deep (421 bytes gzipped): used to answer 500."""
+    return gzip.compress(craft_tar([*valid_entries(), Entry("a/" * 1100 + "f", b"x")]), mtime=0)
+
+
+def _deep_listed(_: Path) -> bytes:
+    """A *listed* file at depth 1,000: used to pass extraction and fail after promotion."""
+    files = {**DEFAULT_FILES, "a/" * 999 + "f": b"deep\n"}
+    return gzip.compress(craft_tar(valid_entries(files)), mtime=0)
+
+
+def _many_deep_entries(_: Path) -> bytes:
+    """3,000 entries at depth 900 (38 KB gzipped): used to cost 43 s of server CPU before its 400."""
+    entries = [Entry("d/" * 899 + f"f{i}", b"") for i in range(3000)]
+    return gzip.compress(craft_tar([*valid_entries(), *entries]), mtime=0)
+
+
+def _pax_records_on_one_entry(_: Path) -> bytes:
+    """A valid bundle whose report.md carries 20 MB of PAX records (20 KB gzipped): was accepted."""
+    entries = valid_entries()
+    entries[1] = Entry(entries[1].name, entries[1].data, pax={"comment": "x" * 20_000_000})
+    return gzip.compress(craft_tar(entries), mtime=0)
+
+
+def _pax_record(keyword: str, value: str) -> bytes:
+    text = f" {keyword}={value}\n".encode()
+    length = len(text) + len(str(len(text)))
+    length = len(text) + len(str(length))
+    return str(length).encode() + text
+
+
+def _extension(kind: bytes, body: bytes) -> bytes:
+    header = tarfile.TarInfo("././@PaxHeader" if kind != tarfile.GNUTYPE_LONGNAME else "././@LongLink")
+    header.type = kind
+    header.size = len(body)
+    return _raw_member(header, body, tarfile.USTAR_FORMAT)
+
+
+def _chained_pax_headers(_: Path) -> bytes:
+    """Three extended headers of 30 KB each in front of one member: 90 KB for one entry."""
+    chain = b"".join(_extension(tarfile.XHDTYPE, _pax_record(f"comment{i}", "y" * 30_000)) for i in range(3))
+    return gzip.compress(_members(valid_entries()[:1]) + chain + _members(valid_entries()[1:]) + _end(), mtime=0)
+
+
+def _global_pax_headers(_: Path) -> bytes:
+    """A 30 KB global header before each entry: tarfile merges them into every later member."""
+    out = b""
+    for i, entry in enumerate(valid_entries()):
+        out += _extension(tarfile.XGLTYPE, _pax_record(f"comment{i}", "z" * 30_000)) + _members([entry])
+    return gzip.compress(out + _end(), mtime=0)
+
+
+def _gnu_long_name_header(_: Path) -> bytes:
+    """A 70 KB GNU long-name header."""
+    body = ("n" * 70_000).encode() + b"\0"
+    member = _raw_member(tarfile.TarInfo("placeholder"), b"", tarfile.USTAR_FORMAT)
+    return _members(valid_entries()) + _extension(tarfile.GNUTYPE_LONGNAME, body) + member + _end()
+
+
+def _too_many_directories(_: Path) -> bytes:
+    """5,001 files each in a fresh three-level directory chain: 15,003 directories to create."""
+    entries = [Entry(f"t{i}/u/v/f", b"") for i in range(5001)]
+    return gzip.compress(craft_tar([*valid_entries(), *entries]), mtime=0)
+
+
+def _huge_manifest(_: Path) -> bytes:
+    manifest = manifest_bytes(DEFAULT_FILES)
+    padded = manifest[:-2] + b" " * (LIMIT + 1 - len(manifest)) + manifest[-2:]
+    return gzip.compress(craft_tar([Entry("manifest.json", padded), *valid_entries()[1:]]), mtime=0)
+
+
 def corpus(sentinel: Path, ups: str) -> list[Case]:
     target = f"{ups}{sentinel.name}/pwned"
     absolute = str(sentinel / "pwned")
@@ -206,7 +280,9 @@ def corpus(sentinel: Path, ups: str) -> list[Case]:
         Case("file over a directory", _with(Entry("dir/a", b"a"), Entry("dir", b"x")), 400,
              "conflicts with a directory"),
         Case("gzip bomb", _gzip_bomb, 413, "upload exceeds maximum size", "application/gzip"),
-        Case("PAX header bomb", _pax_header_bomb, 413, "upload exceeds maximum size", "application/gzip"),
+        Case("PAX header bomb", _pax_header_bomb, 400,
+             "entry 1: extended headers of 41943058 bytes; the limit is 65536 (server.http.limits.max_header_size)",
+             "application/gzip"),
         Case("tar bomb size claim", _claims_huge_size, 413, "upload exceeds maximum size"),
         Case("PAX size override", _pax_huge_size, 413, "upload exceeds maximum size"),
         Case("too many entries", _too_many_entries, 400, "too many entries (more than 10000)", "application/gzip"),
@@ -252,6 +328,32 @@ def corpus(sentinel: Path, ups: str) -> list[Case]:
         Case("non-UTF-8 name", _latin1_name, 400, "invalid upload archive: entry name is not valid UTF-8"),
         Case("dot file entry", _with(Entry(".", b"x")), 400, 'must not contain "." or ".."'),
         Case("empty segment", _with(Entry("a//b.txt", b"x")), 400, "must not contain empty segments"),
+        Case("deep unlisted entry", _deep_unlisted, 400,
+             "path is 1101 levels deep; the limit is 64 (server.http.limits.max_path_depth)", "application/gzip"),
+        Case("deep listed file", _deep_listed, 400,
+             "path is 1000 levels deep; the limit is 64 (server.http.limits.max_path_depth)", "application/gzip"),
+        Case("many deep entries", _many_deep_entries, 400,
+             "path is 900 levels deep; the limit is 64 (server.http.limits.max_path_depth)", "application/gzip"),
+        Case("long path segment", _with(Entry("n" * 256 + ".md", b"x")), 400,
+             "path segment of 259 bytes; the limit is 255 (server.http.limits.max_name_length)"),
+        Case("long multibyte segment", _with(Entry("é" * 128, b"x")), 400,
+             "path segment of 256 bytes; the limit is 255 (server.http.limits.max_name_length)"),
+        Case("long path", _with(Entry("/".join(["p" * 200] * 21), b"x")), 400,
+             "path is 4220 bytes; the limit is 4096 (server.http.limits.max_path_length)"),
+        Case("20 MB of PAX records on one entry", _pax_records_on_one_entry, 400,
+             "entry 2: extended headers of 20000018 bytes; the limit is 65536 (server.http.limits.max_header_size)",
+             "application/gzip"),
+        Case("chained PAX headers", _chained_pax_headers, 400,
+             "entry 2: extended headers of 90048 bytes; the limit is 65536", "application/gzip"),
+        Case("global PAX headers", _global_pax_headers, 400,
+             "entry 3: extended headers of 90048 bytes; the limit is 65536", "application/gzip"),
+        Case("GNU long name header", _gnu_long_name_header, 400,
+             "entry 4: extended headers of 70001 bytes; the limit is 65536 (server.http.limits.max_header_size)"),
+        Case("too many directories", _too_many_directories, 400,
+             "too many directories (more than 10000): server.http.limits.max_entries", "application/gzip"),
+        Case("manifest over its limit", _huge_manifest, 400,
+             "manifest.json is 16777217 bytes; the limit is 16777216 (server.http.limits.max_manifest_size)",
+             "application/gzip"),
     ]
 
 

@@ -88,4 +88,5 @@ def test_entry_cap_is_configurable() -> None:
         archive.write_bytes(VALID)
         with pytest.raises(ArchiveError) as info:
             extract_bundle(archive, Path(scratch) / "b", compressed=False, max_bytes=1 << 20, max_entries=2)
-        assert str(info.value) == "invalid upload archive: too many entries (more than 2)"
+        assert str(info.value) == (
+            "invalid upload archive: too many entries (more than 2): server.http.limits.max_entries")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from tests.server.harness import (
     bundle_archive,
     foreign_lock,

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from distributor_core import staging as sg
 from distributor_core.app.run import publish_source_bundle
-from distributor_core.server import staging as sg
-from distributor_core.server.dagster_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
-from distributor_core.server.redact import host_redactions
+from distributor_core.staging import host_redactions
 from distributor_core.storage.local import LocalStorage
+from distributor_dagster.upload_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, upload, write_setup
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from distributor_core import staging as sg
 from distributor_core.server import create_app
-from distributor_core.server import staging as sg
-from distributor_core.server.area import key_sha256
+from distributor_core.staging import key_sha256
 from distributor_core.upload import UploadClient
 from tests.server.harness import (
     TOKEN,

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
+from distributor_core import staging as sg
 from distributor_core.server import create_app
-from distributor_core.server import staging as sg
-from distributor_core.server.area import key_sha256
+from distributor_core.staging import key_sha256
 from tests.server.harness import (
     TOKEN,
     bundle_archive,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from distributor_core.upload import UploadClient
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.server.harness import (

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from distributor_core.server import staging as sg
+from distributor_core import staging as sg
 from tests.server.harness import (
     TOKEN,
     Running,

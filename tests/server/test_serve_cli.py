@@ -16,8 +16,8 @@ import httpx
 import pytest
 import yaml
 
+from distributor_core import staging as sg
 from distributor_core.cli import main
-from distributor_core.server import staging as sg
 from tests.server.harness import (
     TOKEN,
     bundle_archive,

@@ -1,9 +1,11 @@
 """Dagster run overlay for ``GET /runs/<id>`` with ``--publisher dagster`` (resolutions D1).
 
-The server finds the publish run by tag ``distributor/upload_run_id`` and maps its status:
-queued/not started/starting/managed → ``queued``; started/canceling/suspended → ``running``;
-success → ``succeeded``; failure/canceled → ``failed`` with the first step error. Dagster is
-imported lazily, so ``distributor_core`` has no Dagster import at module level.
+The upload server asks this run status source (registered for ``dagster`` under the entry point
+group ``distributor.run_status``, see :mod:`distributor_core.server.runstatus`) for the publish run
+found by tag ``distributor/upload_run_id`` and maps its status: queued/not started/starting/managed
+→ ``queued``; started/canceling/suspended → ``running``; success → ``succeeded``; failure/canceled
+→ ``failed`` with the first step error. Dagster is imported on first use, so starting ``serve``
+stays fast.
 """
 
 from __future__ import annotations

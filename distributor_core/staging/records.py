@@ -1,0 +1,309 @@
+"""Upload records: ``<run id>/upload.json`` (schema_version 1, resolutions D1).
+
+``upload.json`` is always replaced by temp + rename (``.upload.json.tmp-<hex>`` in the same
+directory), so a reader sees either the old or the new record. Every status change goes through
+:func:`transition`, which enforces :data:`~distributor_core.staging.status.TRANSITIONS`: the inline
+publisher and the Dagster publish runs use :func:`mark_queued`, :func:`mark_running`,
+:func:`mark_finished` and :func:`hand_back`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from distributor_core import jsonfmt
+from distributor_core.staging.fsio import atomic_write, remove_tree
+from distributor_core.staging.layout import TEMP_PREFIX, RecordError, bundle_dir, record_path
+from distributor_core.staging.redact import scrub, staging_redactions
+from distributor_core.staging.runids import is_run_id
+from distributor_core.staging.status import (
+    ACCEPTED,
+    FAILED,
+    FINISHED_STATUSES,
+    PENDING_STATUSES,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    UploadStatus,
+    check_transition,
+)
+from distributor_core.timefmt import Clock, format_seconds, now_seconds, parse_rfc3339
+
+SCHEMA_VERSION = 1
+MAX_RECORD_SIZE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    """One ``upload.json``. Times are UTC, second precision."""
+
+    run_id: str
+    seq: int
+    pipeline_id: str
+    token_id: str
+    idempotency_key: str | None
+    #: normalised manifest identity: schema_version, id, digest, created, files
+    manifest: dict[str, Any]
+    #: the original 202 body, returned verbatim to idempotent replays
+    response: dict[str, Any]
+    status: UploadStatus
+    accepted_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str = ""
+    dagster_run_id: str | None = None
+    report: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def bundle_id(self) -> str:
+        return str(self.manifest.get("id", ""))
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def pending(self) -> bool:
+        return self.status in PENDING_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "pipeline_id": self.pipeline_id,
+            "token_id": self.token_id,
+            "idempotency_key": self.idempotency_key,
+            "manifest": self.manifest,
+            "response": self.response,
+            "status": str(self.status),
+            "accepted_at": format_seconds(self.accepted_at),
+            "started_at": _time_or_none(self.started_at),
+            "finished_at": _time_or_none(self.finished_at),
+            "error": self.error,
+            "dagster_run_id": self.dagster_run_id,
+            "report": self.report,
+        }
+
+    def status_view(self) -> dict[str, Any]:
+        """The ``GET /runs/<id>`` body: unknown times, an empty error and no report are omitted."""
+        view: dict[str, Any] = {
+            "run_id": self.run_id,
+            "pipeline_id": self.pipeline_id,
+            "status": str(self.status),
+            "accepted_at": format_seconds(self.accepted_at),
+        }
+        if self.started_at is not None:
+            view["started_at"] = format_seconds(self.started_at)
+        if self.finished_at is not None:
+            view["finished_at"] = format_seconds(self.finished_at)
+        if self.error:
+            view["error"] = self.error
+        if self.dagster_run_id:
+            view["dagster_run_id"] = self.dagster_run_id
+        if self.report is not None:
+            view["report"] = self.report
+        return view
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> UploadRecord:
+        try:
+            if obj.get("schema_version") != SCHEMA_VERSION:
+                raise RecordError(f"upload record schema_version must be {SCHEMA_VERSION}")
+            try:
+                status = UploadStatus(obj["status"])
+            except ValueError:
+                raise RecordError(f"upload record status {obj['status']!r} is not known") from None
+            run_id = _str(obj, "run_id")
+            if not is_run_id(run_id):
+                raise RecordError(f"upload record run_id {run_id!r} is not a run id")
+            seq = obj["seq"]
+            if not jsonfmt.is_json_int(seq) or seq < 1:
+                raise RecordError("upload record seq must be a positive integer")
+            key = obj.get("idempotency_key")
+            if key is not None and not isinstance(key, str):
+                raise RecordError("upload record idempotency_key must be a string or null")
+            manifest = obj["manifest"]
+            response = obj["response"]
+            report = obj.get("report")
+            if not isinstance(manifest, dict) or not isinstance(response, dict):
+                raise RecordError("upload record manifest and response must be objects")
+            if report is not None and not isinstance(report, dict):
+                raise RecordError("upload record report must be an object or null")
+            dagster_run_id = obj.get("dagster_run_id")
+            return cls(
+                run_id=run_id,
+                seq=seq,
+                pipeline_id=_str(obj, "pipeline_id"),
+                token_id=_str(obj, "token_id"),
+                idempotency_key=key,
+                manifest=manifest,
+                response=response,
+                status=status,
+                accepted_at=parse_rfc3339(_str(obj, "accepted_at")),
+                started_at=_time(obj.get("started_at")),
+                finished_at=_time(obj.get("finished_at")),
+                error=str(obj.get("error") or ""),
+                dagster_run_id=str(dagster_run_id) if dagster_run_id else None,
+                report=report,
+            )
+        except RecordError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"upload record is malformed: {exc}") from None
+
+
+def _str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj[key]
+    if not isinstance(value, str):
+        raise RecordError(f"upload record {key} must be a string")
+    return value
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecordError("upload record times must be RFC 3339 strings")
+    return parse_rfc3339(value)
+
+
+def _time_or_none(value: datetime | None) -> str | None:
+    return None if value is None else format_seconds(value)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def parse_record(data: bytes) -> UploadRecord:
+    try:
+        obj = jsonfmt.loads_object(data)
+    except jsonfmt.JSONFormatError as exc:
+        raise RecordError(f"upload record is not valid JSON: {exc.detail}") from None
+    return UploadRecord.from_dict(obj)
+
+
+def read_record(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
+    """Read one record; :class:`FileNotFoundError` when there is none, :class:`RecordError` when
+    it is malformed or belongs to another run id."""
+    fd = os.open(record_path(staging_path, run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(MAX_RECORD_SIZE)
+    record = parse_record(data)
+    if record.run_id != run_id:
+        raise RecordError(f"upload record in {run_id} names run {record.run_id}")
+    return record
+
+
+# --- writing and status transitions -----------------------------------------------------------
+
+
+def record_bytes(record: UploadRecord) -> bytes:
+    return jsonfmt.dumps_indented_bytes(record.to_dict())
+
+
+def write_record(staging_path: str | os.PathLike[str], record: UploadRecord, *, durable: bool = True) -> None:
+    """Replace ``<run id>/upload.json`` (temp + rename). No status check: see :func:`transition`."""
+    atomic_write(record_path(staging_path, record.run_id), record_bytes(record), temp_prefix=TEMP_PREFIX,
+                 durable=durable)
+
+
+def transition(
+    staging_path: str | os.PathLike[str], run_id: str, *, durable: bool = True, **changes: Any
+) -> UploadRecord:
+    """Read a record, apply ``changes`` (dataclass fields) and write it back. A ``status`` change
+    must be listed in the transition table (:class:`StatusTransitionError` otherwise)."""
+    current = read_record(staging_path, run_id)
+    return _apply(staging_path, current, changes, durable=durable)
+
+
+def _apply(
+    staging_path: str | os.PathLike[str], current: UploadRecord, changes: dict[str, Any], *, durable: bool = True
+) -> UploadRecord:
+    if "status" in changes:
+        changes["status"] = UploadStatus(changes["status"])
+        check_transition(current.run_id, current.status, changes["status"])
+    record = replace(current, **changes)
+    write_record(staging_path, record, durable=durable)
+    return record
+
+
+def mark_queued(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
+    """→ ``queued`` (inline publisher). Not fsynced: after a crash both statuses are re-queued
+    alike."""
+    return transition(staging_path, run_id, durable=False, status=QUEUED)
+
+
+def hand_back(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
+    """``queued`` or an interrupted inline ``running`` → ``accepted``, for the Dagster sensor."""
+    return transition(staging_path, run_id, status=ACCEPTED, started_at=None)
+
+
+def mark_running(
+    staging_path: str | os.PathLike[str],
+    run_id: str,
+    *,
+    dagster_run_id: str | None = None,
+    clock: Clock | None = None,
+) -> UploadRecord:
+    """Record that the publication of ``run_id`` started (inline worker or Dagster run)."""
+    changes: dict[str, Any] = {"status": RUNNING, "started_at": now_seconds(clock), "finished_at": None,
+                               "error": "", "report": None}
+    if dagster_run_id is not None:
+        changes["dagster_run_id"] = dagster_run_id
+    return transition(staging_path, run_id, **changes)
+
+
+def report_failed(report: Any) -> tuple[bool, str]:
+    """``(failed, message)`` for a run report object (``.ok``/``.error_message()``) or its dict."""
+    if report is None:
+        return False, ""
+    if hasattr(report, "ok"):
+        return (not report.ok), ("" if report.ok else report.error_message() or "run failed")
+    failed = bool(report.get("summary", {}).get("failed")) or any(
+        p.get("error") for p in report.get("pipelines", [])
+    )
+    return failed, "run failed" if failed else ""
+
+
+def mark_finished(
+    staging_path: str | os.PathLike[str],
+    run_id: str,
+    *,
+    report: Any = None,
+    error: str = "",
+    dagster_run_id: str | None = None,
+    clock: Clock | None = None,
+    redact: Iterable[tuple[str, str]] = (),
+) -> UploadRecord:
+    """Record the end of a publication and, when it succeeded, remove the staged bundle.
+
+    The run succeeded iff ``error`` is empty and ``report`` (a ``RunReport`` or its dict) is ok;
+    a failed report without ``error`` takes the report's error message. ``redact`` lists
+    ``(host path, placeholder)`` pairs scrubbed from the error and report, in addition to the
+    staging path itself (records never carry host paths, resolutions D2).
+    """
+    failed, message = report_failed(report)
+    error = error or message
+    status = FAILED if (error or failed) else SUCCEEDED
+    report_obj = report.to_dict() if hasattr(report, "to_dict") else report
+    pairs = [*redact, *staging_redactions(staging_path, run_id)]
+    changes: dict[str, Any] = {
+        "status": status,
+        "finished_at": now_seconds(clock),
+        "error": scrub(error, pairs),
+        "report": scrub(report_obj, pairs) if report_obj is not None else None,
+    }
+    if dagster_run_id is not None:
+        changes["dagster_run_id"] = dagster_run_id
+    current = read_record(staging_path, run_id)
+    if current.started_at is None:
+        changes["started_at"] = changes["finished_at"]
+    record = _apply(staging_path, current, changes)
+    if status == SUCCEEDED:
+        remove_tree(bundle_dir(staging_path, run_id))
+    return record
