@@ -15,6 +15,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SCENARIOS = {
+    "START-UP": "bench.startup",
     "P1": "bench.p1_large_local",
     "P2": "bench.p2_small_local",
     "P3": "bench.p3_rerun_skip",

@@ -177,8 +177,12 @@ def validate_source_bundle(
     *,
     progress: ProgressCallback | None = None,
     keep: ValidatedContent | None = None,
+    manifest_checked: bool = False,
 ) -> Manifest:
     """Validate ``manifest`` and every listed file of the bundle at ``bundle_path``.
+
+    ``manifest_checked``: the caller has already validated ``manifest`` itself (it comes from
+    :func:`load_source_manifest`, which does), so only the files are checked here.
 
     Each file must be a regular file (``storage.stat``), have the recorded size, and hash to the
     recorded sha256; its bytes are streamed once through ``storage.open_read``. Messages name
@@ -189,7 +193,7 @@ def validate_source_bundle(
     file in manifest order, and every file before it has been checked. ``keep`` collects the
     validated bytes of small files for publishing (:class:`ValidatedContent`).
     """
-    if not fastcheck.manifest_valid(manifest):
+    if not manifest_checked and not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
     records = manifest.files
     capabilities = storage.capabilities

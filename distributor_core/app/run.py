@@ -112,7 +112,12 @@ def load_and_validate(
                     options.events(RunEvent("validate", pipeline.id, bundle_path=_p, bytes_done=done))
 
             validate_source_bundle(
-                source, path, manifest, progress=on_bytes if options.events else None, keep=content
+                source,
+                path,
+                manifest,
+                progress=on_bytes if options.events else None,
+                keep=content,
+                manifest_checked=True,  # load_source_manifest validated it
             )
         except BundleError as exc:
             invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -90,6 +89,8 @@ def main(
         raise
     except Exception as exc:
         if os.environ.get("DISTRIBUTOR_DEBUG"):
+            import traceback  # only here: start-up does not pay for it
+
             traceback.print_exc(file=err)
         err.write(f"{PROGRAM}: {error_text(exc)}\n")
         return EXIT_FAILURE

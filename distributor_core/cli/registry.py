@@ -4,13 +4,17 @@
 Root help lists commands in the documented order (``HELP_ORDER``, from the Go tool's root help
 plus ``config``); a command not named there follows, alphabetically. Modules whose name starts
 with ``_`` are helpers, not commands.
+
+Loading is lazy: running a command imports only its own module (``reconcile-state`` lives in
+``commands/reconcile_state.py``), so ``distributor version`` does not pay for the config models,
+storage adapters or the server; root help and an unknown name import every command module.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from functools import cache
+from importlib.machinery import PathFinder
 
 from distributor_core.cli import commands as commands_package
 from distributor_core.cli.spec import Command
@@ -39,6 +43,8 @@ def _sort_key(command: Command) -> tuple[int, str]:
 @cache
 def all_commands() -> tuple[Command, ...]:
     """Every registered command, in root-help order. Duplicate names are a programming error."""
+    import pkgutil  # only for the full list: running one command does not need it
+
     found: dict[str, Command] = {}
     for info in pkgutil.iter_modules(commands_package.__path__):
         if info.name.startswith("_"):
@@ -53,16 +59,24 @@ def all_commands() -> tuple[Command, ...]:
     return tuple(sorted(found.values(), key=_sort_key))
 
 
+def _named_module(name: str) -> Command | None:
+    """The command of the module named for ``name`` (dashes as underscores), if it defines it."""
+    module_name = name.replace("-", "_")
+    if not module_name.isidentifier() or module_name.startswith("_"):
+        return None
+    # looked up on the package's path as it is now (not only in sys.modules), as all_commands does
+    if PathFinder.find_spec(module_name, list(commands_package.__path__)) is None:
+        return None
+    module = importlib.import_module(f"{commands_package.__name__}.{module_name}")
+    command = getattr(module, "COMMAND", None)
+    return command if isinstance(command, Command) and command.name == name else None
+
+
 def find(name: str) -> Command | None:
-    """The command called ``name``. Its own module (``reconcile-state`` is
-    ``commands/reconcile_state.py``) is tried first, so running one command imports only what
-    that command needs; the full scan is the fallback."""
-    key = name.replace("-", "_")
-    if not key.startswith("_") and any(info.name == key for info in pkgutil.iter_modules(commands_package.__path__)):
-        module = importlib.import_module(f"{commands_package.__name__}.{key}")
-        command = getattr(module, "COMMAND", None)
-        if isinstance(command, Command) and command.name == name:
-            return command
+    """The command called ``name``: its own module first, else a search of every module."""
+    command = _named_module(name)
+    if command is not None:
+        return command
     for command in all_commands():
         if command.name == name:
             return command

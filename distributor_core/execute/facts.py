@@ -35,6 +35,7 @@ from distributor_core.plan import (
     prepare,
     render_markdown,
 )
+from distributor_core.state import fastcheck
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 
@@ -42,8 +43,14 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 LARGE_MANIFEST = 10_000
 
 
-def read_state(storage: Storage, bundle_path: str, source_manifest=None) -> StateFacts:
-    """Stat and read ``<bundle>/.distributor.json`` and parse it (core-semantics §3.1)."""
+def read_state(
+    storage: Storage, bundle_path: str, source_manifest=None, *, manifest_validated: bool = False
+) -> StateFacts:
+    """Stat and read ``<bundle>/.distributor.json`` and parse it (core-semantics §3.1).
+
+    ``source_manifest``, the manifest about to be planned, is reused when the state records it
+    exactly; ``manifest_validated`` says the caller validated it, otherwise it is checked here
+    first (an invalid one is never taken as the recorded manifest)."""
     path = lp.state_path(bundle_path)
     try:
         revision = storage.stat(path).revision or ""
@@ -52,6 +59,8 @@ def read_state(storage: Storage, bundle_path: str, source_manifest=None) -> Stat
         if exc.kind != ErrorKind.NOT_FOUND:
             raise
         return StateFacts.absent()
+    if source_manifest is not None and not manifest_validated and not fastcheck.manifest_valid(source_manifest):
+        source_manifest = None  # not known valid: the state's manifest is parsed and checked itself
     return StateFacts.from_bytes(data, revision, source_manifest=source_manifest)
 
 
@@ -105,12 +114,20 @@ def publication_of(request: PlanRequest) -> Publication:
         force=request.force,
         republish=request.republish,
         source_content=request.source_content,
+        manifest_validated=request.manifest_validated,
     )
 
 
 def plan_destination(publication: Publication, destination: Storage) -> Plan:
     """Gather ``destination``'s facts for ``publication`` until :func:`decide` returns a plan."""
-    facts = DestinationFacts(read_state(destination, publication.bundle_path, publication.manifest))
+    facts = DestinationFacts(
+        read_state(
+            destination,
+            publication.bundle_path,
+            publication.manifest,
+            manifest_validated=publication.manifest_validated,
+        )
+    )
     while True:
         result = decide(publication, facts)
         if isinstance(result, Plan):

@@ -24,7 +24,7 @@ class PlanRequest:
     destination_id: str
     source: Storage
     source_bundle_path: str
-    #: the validated source manifest (source validation ran before planning)
+    #: the source manifest (source validation runs before planning)
     manifest: Manifest
     destination: Storage
     policy: DestinationPolicy
@@ -35,6 +35,9 @@ class PlanRequest:
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), which
     #: execution writes instead of reading the source again; None reads everything again
     source_content: Any = field(default=None, repr=False, compare=False)
+    #: the caller has validated ``manifest`` (``source.load_source_manifest`` did): planning and
+    #: execution then take it as valid instead of checking it again; False checks it once more
+    manifest_validated: bool = False
 
     @property
     def bundle_path(self) -> str:

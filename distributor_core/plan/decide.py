@@ -74,6 +74,8 @@ class Publication:
     republish: bool = False
     #: handed through to the plan untouched (validated source bytes for execution)
     source_content: Any = field(default=None, repr=False, compare=False)
+    #: the caller validated ``manifest`` (``PlanRequest.manifest_validated``), handed through
+    manifest_validated: bool = False
 
     @property
     def scope(self) -> OwnerScope:
@@ -99,6 +101,7 @@ def prepare(
     force: bool = False,
     republish: bool = False,
     source_content: Any = None,
+    manifest_validated: bool = False,
 ) -> Publication:
     """Outputs, links and bundle path of a publication (§4.4). ``manifest`` is the validated
     source manifest; ``generated`` the HTML outputs :func:`~distributor_core.plan.outputs.render_markdown`
@@ -119,6 +122,7 @@ def prepare(
         force=force,
         republish=republish,
         source_content=source_content,
+        manifest_validated=manifest_validated,
     )
 
 
@@ -215,6 +219,7 @@ def decide(publication: Publication, facts: DestinationFacts) -> Plan | FactRequ
         deletes=draft.deletes,
         merge_retention=draft.merge_retention,
         source_content=pub.source_content,
+        manifest_validated=pub.manifest_validated,
     )
 
 

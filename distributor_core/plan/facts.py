@@ -45,12 +45,13 @@ class StateFacts:
     def from_bytes(cls, data: bytes, revision: str = "", *, source_manifest: Manifest | None = None) -> StateFacts:
         """Parse (and fully validate) the state file's bytes.
 
-        ``source_manifest`` is the manifest about to be planned: when the state records exactly
-        that (valid) manifest, the document reuses it instead of building an equal one (the
+        ``source_manifest`` is the manifest about to be planned, already validated by the
+        caller (``execute.facts.read_state`` makes sure): when the state records exactly that
+        manifest, the document reuses it instead of building and validating an equal one (the
         usual unchanged re-run).
         """
         try:
-            document = parse_state_document(data, expected_manifests=(source_manifest,) if source_manifest else ())
+            document = parse_state_document(data, valid_manifests=(source_manifest,) if source_manifest else ())
         except StateError as exc:
             return cls(present=True, revision=revision, error=str(exc))
         return cls(present=True, revision=revision, document=document)

@@ -187,6 +187,9 @@ class Plan:
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
     #: through untouched for execution, which writes them instead of reading the source again
     source_content: Any = field(default=None, repr=False, compare=False)
+    #: the publication's caller validated ``manifest`` (``PlanRequest.manifest_validated``):
+    #: writing the state need not validate it again (``execute.statebuild.validated_manifests``)
+    manifest_validated: bool = False
 
     @property
     def force(self) -> bool:

@@ -27,7 +27,7 @@ from distributor_core.bundle import (
 )
 from distributor_core.gcpause import gc_paused
 from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
-from distributor_core.state import fastcheck
+from distributor_core.state import fastcheck, typed
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.state.model import (
@@ -43,6 +43,7 @@ from distributor_core.state.model import (
     SharedRootState,
     SingleOwnerState,
     StateDocument,
+    records_from_columns,
 )
 from distributor_core.state.validate import (
     _validate_shared_root,
@@ -188,8 +189,9 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
     return raw["mode"]
 
 
-#: manifests the caller of a parse expects the document to record (planning passes the source
-#: manifest); one that a record describes exactly, and that is valid, is used as that record
+#: manifests the caller of a parse has already validated and expects the document to record
+#: (planning passes the request's source manifest); one that a record describes exactly is
+#: used as that record, without building and validating an equal value again
 Known = tuple[Manifest, ...]
 
 
@@ -232,7 +234,10 @@ def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _single_owner_from_raw(
-    raw: dict[str, Any], known: Known, fast_outputs: list[OutputRecord] | None = None
+    raw: dict[str, Any],
+    known: Known,
+    fast_outputs: list[OutputRecord] | None = None,
+    fast_manifest: Manifest | None = None,
 ) -> tuple[SingleOwnerState, str]:
     version = raw["schema_version"]
     if version is None:
@@ -252,7 +257,7 @@ def _single_owner_from_raw(
         updated_at = _required_time(raw["updated_at"], "state updated_at")
         state_mode = _mode(raw["state"], "state state.mode")
         reconciliation_mode = _mode(raw["reconciliation"], "state reconciliation.mode")
-    manifest = _manifest(raw["source"], "state source.manifest", known)
+    manifest = fast_manifest or _manifest(raw["source"], "state source.manifest", known)
     primary_url = _primary_url(raw["links"])
     if raw["outputs"] is None:
         raise StateError("state outputs is required")
@@ -380,9 +385,12 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
         return None
     get = dict.get
     # columns through map() (C loops, no Python frame per record)
-    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = (
-        list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS
-    )
+    return _outputs_from_columns([list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS])
+
+
+def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
+    """:func:`_outputs_fast` on the nine columns of ``_OUTPUT_KEYS`` (``None`` for absent)."""
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     for column in (paths, kinds, sources, shas, created, updated):
         if set(map(type, column)) - {str} or not all(column):
             return None
@@ -403,8 +411,8 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
         return None
     made = [times[text] for text in created]
     changed = [times[text] for text in updated]
-    # map() calls the constructor from C: no Python frame per record
-    return list(map(OutputRecord, paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
+    # built column by column from C loops (the constructor's result, without its per-field calls)
+    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
 def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
@@ -426,30 +434,57 @@ def _plain_strings(data: bytes | str) -> bool:
     return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
 
 
-def parse_single_owner(data: bytes | str, *, expected_manifests: Known = ()) -> SingleOwnerState:
+def parse_single_owner(data: bytes | str, *, valid_manifests: Known = ()) -> SingleOwnerState:
     """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2).
 
-    ``expected_manifests``: manifests the caller expects the document to record; a recorded
-    manifest equal to a valid one of them is that very object (no second build and validation of
-    an equal value)."""
-    return _single_owner_from_obj(_decode(data), tuple(expected_manifests), plain_strings=_plain_strings(data))
+    ``valid_manifests``: manifests the caller has already validated (``validate_manifest``, a
+    loaded source bundle) and expects the document to record; a recorded manifest equal to one
+    of them is that very object (no second build and validation of an equal value). Passing an
+    unvalidated manifest here breaks the contract: it would be accepted as recorded."""
+    return _single_owner_from_obj(_decode(data), tuple(valid_manifests), plain_strings=_plain_strings(data))
 
 
-def parse_shared_root(data: bytes | str, *, expected_manifests: Known = ()) -> SharedRootState:
-    """Parse and validate schema 3 state (``expected_manifests`` as for :func:`parse_single_owner`)."""
-    return _shared_root_from_obj(_decode(data), tuple(expected_manifests))
+def parse_shared_root(data: bytes | str, *, valid_manifests: Known = ()) -> SharedRootState:
+    """Parse and validate schema 3 state (``valid_manifests`` as for :func:`parse_single_owner`)."""
+    return _shared_root_from_obj(_decode(data), tuple(valid_manifests))
 
 
 #: documents at least this large are parsed with the cyclic garbage collector paused
 LARGE_DOCUMENT = 1024 * 1024
+#: documents at least this large try the typed decoder first (below it the exact path is as fast)
+TYPED_DECODE_MIN = 64 * 1024
 
 
-def parse_state_document(data: bytes | str, *, expected_manifests: Known = ()) -> StateDocument:
+def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | None:
+    """Schema 2 state read by the typed decoder (:mod:`.typed`) when the document is plain and
+    valid; ``None`` otherwise, and the exact decoder then reads it (so errors never differ)."""
+    doc = typed.decode_single_owner(data)
+    if doc is None:
+        return None
+    columns = typed.output_columns(doc)
+    outputs = _outputs_from_columns(columns) if columns is not None else None
+    manifest = typed.manifest(doc, known) if outputs is not None else None
+    if manifest is None:
+        return None
+    try:
+        top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
+        state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
+        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+    except StateError:
+        return None
+
+
+def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:
     """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
 
-    ``expected_manifests`` as for :func:`parse_single_owner`."""
-    known = tuple(expected_manifests)
+    ``valid_manifests`` as for :func:`parse_single_owner`. Large plain schema 2 documents are
+    read by the typed decoder first (:mod:`.typed`), with the same result."""
+    known = tuple(valid_manifests)
     with gc_paused(len(data) >= LARGE_DOCUMENT):
+        if len(data) >= TYPED_DECODE_MIN:
+            state = _single_owner_typed(data, known)
+            if state is not None:
+                return state
         obj = _decode(data)
         if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
             return _shared_root_from_obj(obj, known)
@@ -540,12 +575,15 @@ def state_to_obj(doc: StateDocument) -> dict[str, Any]:
     raise StateError("destination state document is empty")
 
 
-def marshal_state(doc: StateDocument) -> bytes:
-    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3)."""
+def marshal_state(doc: StateDocument, *, valid_manifests: Known = ()) -> bytes:
+    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3).
+
+    ``valid_manifests``: manifests the caller has already validated; a recorded manifest that is
+    one of them (the same object) is not validated again (``validate_state``)."""
     if isinstance(doc, SingleOwnerState):
-        validate_single_owner(doc)
+        validate_single_owner(doc, valid_manifests=valid_manifests)
     elif isinstance(doc, SharedRootState):
-        validate_shared_root(doc)
+        validate_shared_root(doc, valid_manifests=valid_manifests)
     else:
         raise StateError("destination state document is empty")
     return dumps_indented_bytes(state_to_obj(doc))

@@ -116,23 +116,12 @@ def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
     return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-#: the last few manifests manifest_valid accepted, by identity (a Manifest and its files are
-#: frozen, so one found valid stays valid); bounded, so at most that many stay referenced
-_RECENT_VALID: list[Manifest] = []
-_RECENT_LIMIT = 4
-
-
 def manifest_valid(manifest: Any) -> bool:
-    """True when ``bundle.validate_manifest(manifest)`` would accept ``manifest``."""
-    if any(known is manifest for known in _RECENT_VALID):
-        return True
-    if _manifest_valid(manifest):
-        _RECENT_VALID[:] = [manifest, *_RECENT_VALID[: _RECENT_LIMIT - 1]]
-        return True
-    return False
+    """True when ``bundle.validate_manifest(manifest)`` would accept ``manifest``.
 
-
-def _manifest_valid(manifest: Any) -> bool:
+    No memo: a caller that already validated a manifest says so explicitly (``valid_manifests``
+    of ``state.parse_state_document`` / ``state.marshal_state``, ``manifest_checked`` of
+    ``source.validate_source_bundle``) instead of asking again."""
     try:
         if type(manifest) is not Manifest:
             return False
@@ -188,13 +177,13 @@ def manifest_from_obj_fast(obj: Any) -> Manifest | None:
     return manifest if manifest_valid(manifest) else None
 
 
-def expected_manifest_for(obj: Any, expected: Sequence[Manifest]) -> Manifest | None:
-    """The manifest of ``expected`` (manifests the caller expects the document to record, such
-    as the source manifest being planned) that ``obj``, a decoded manifest object, describes
-    exactly and that is valid: parsing ``obj`` would build an equal manifest, so that one can be
-    used instead. ``None`` when none qualifies."""
-    for manifest in expected:
-        if _describes(obj, manifest) and manifest_valid(manifest):
+def expected_manifest_for(obj: Any, valid: Sequence[Manifest]) -> Manifest | None:
+    """The manifest of ``valid`` (manifests the caller has already validated and expects the
+    document to record, such as the source manifest being planned) that ``obj``, a decoded
+    manifest object, describes exactly: parsing ``obj`` would build an equal manifest, so that
+    one can be used instead. ``None`` when none qualifies."""
+    for manifest in valid:
+        if _describes(obj, manifest):
             return manifest
     return None
 

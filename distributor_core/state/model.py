@@ -8,9 +8,12 @@ in UTC; sequences are stored as tuples. Construction does not validate — the c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import repeat
 from typing import TypeAlias
 
 from distributor_core.bundle import Manifest
@@ -20,7 +23,6 @@ from distributor_core.timefmt import to_utc
 LEGACY_SCHEMA_VERSION = 1
 SINGLE_OWNER_SCHEMA_VERSION = 2
 SHARED_ROOT_SCHEMA_VERSION = 3
-
 
 
 class StateMode(StrEnum):
@@ -58,6 +60,30 @@ def _utc(owner: object, name: str) -> None:
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
     object.__setattr__(owner, name, to_utc(value))
+
+
+def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list:
+    """``[cls(*row) for row in zip(*columns)]`` for a frozen, slotted record dataclass, built
+    column by column from C loops (performance only: 100,000 output records of a large state).
+
+    Each field is set through its slot descriptor (what the generated ``__init__`` does with
+    ``object.__setattr__``), then ``__post_init__`` runs on every record as construction runs
+    it, so the records are the ones the constructor would build. ``columns`` are the leading
+    fields in order, of equal length; when they are not every field (a field with a default
+    added later), the constructor builds the records instead."""
+    names = [f.name for f in fields(cls)]
+    if len({len(column) for column in columns}) > 1:
+        raise ValueError("records_from_columns needs columns of equal length")
+    if len(columns) != len(names):
+        return list(map(cls, *columns))
+    count = len(columns[0]) if columns else 0
+    records = list(map(object.__new__, repeat(cls, count)))
+    for name, column in zip(names, columns, strict=True):
+        deque(map(getattr(cls, name).__set__, records, column), maxlen=0)
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is not None:
+        deque(map(post_init, records), maxlen=0)
+    return records
 
 
 def _tuple(owner: object, name: str) -> None:

@@ -6,6 +6,7 @@ Checks run in the Go reference's order so a document with several problems repor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from operator import attrgetter
 from urllib.parse import urlsplit
@@ -66,8 +67,9 @@ def _required_time(value: datetime, context: str) -> None:
         raise StateError(f"{context} is required")
 
 
-def _check_manifest(manifest: Manifest | None, context: str) -> None:
-    if fastcheck.manifest_valid(manifest):
+def _check_manifest(manifest: Manifest | None, context: str, valid: Sequence[Manifest] = ()) -> None:
+    """``valid``: manifests the caller has already validated; one of them (by identity) passes."""
+    if any(known is manifest for known in valid) or fastcheck.manifest_valid(manifest):
         return
     if manifest is None:
         raise StateError(f"{context} is required")
@@ -162,7 +164,7 @@ def _check_unique_path(index: int, path: str, seen: set[str]) -> None:
 
 
 def _validate_single_owner(
-    state: SingleOwnerState, *, state_mode: str, manifest_checked: bool = False
+    state: SingleOwnerState, *, state_mode: str, manifest_checked: bool = False, valid: Sequence[Manifest] = ()
 ) -> SingleOwnerState:
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
@@ -178,7 +180,7 @@ def _validate_single_owner(
     if state.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError("state reconciliation.mode must be replace or merge")
     if not manifest_checked:
-        _check_manifest(state.manifest, "state source.manifest")
+        _check_manifest(state.manifest, "state source.manifest", valid)
     _check_url(state.primary_url, "state links.primary_url")
     # the manifest passed validation above (or in the parser), so its paths are valid paths
     manifest_paths = [f.path for f in state.manifest.files]
@@ -194,12 +196,17 @@ def _validate_single_owner(
     return state
 
 
-def validate_single_owner(state: SingleOwnerState) -> SingleOwnerState:
-    """Check every single-owner rule; return ``state`` unchanged when it is valid."""
-    return _validate_single_owner(state, state_mode=STATE_MODE_SINGLE_OWNER)
+def validate_single_owner(state: SingleOwnerState, *, valid_manifests: Sequence[Manifest] = ()) -> SingleOwnerState:
+    """Check every single-owner rule; return ``state`` unchanged when it is valid.
+
+    ``valid_manifests``: manifests the caller has already validated; the recorded manifest, when
+    it is one of them (the same object), is not validated again."""
+    return _validate_single_owner(state, state_mode=STATE_MODE_SINGLE_OWNER, valid=valid_manifests)
 
 
-def _check_owner(index: int, owner: OwnerRecord, *, manifest_checked: bool = False) -> None:
+def _check_owner(
+    index: int, owner: OwnerRecord, *, manifest_checked: bool = False, valid: Sequence[Manifest] = ()
+) -> None:
     prefix = f"state owners[{index}]"
     if not isinstance(owner, OwnerRecord):
         raise StateError(f"{prefix} must be an owner record")
@@ -210,7 +217,7 @@ def _check_owner(index: int, owner: OwnerRecord, *, manifest_checked: bool = Fal
     if owner.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError(f"{prefix}.reconciliation.mode must be replace or merge")
     if not manifest_checked:
-        _check_manifest(owner.manifest, f"{prefix}.source.manifest")
+        _check_manifest(owner.manifest, f"{prefix}.source.manifest", valid)
     _check_url(owner.primary_url, f"{prefix}.links.primary_url")
 
 
@@ -236,7 +243,7 @@ def _check_shared_output(index: int, output: SharedOutputRecord, owners: set[Own
 
 
 def _validate_shared_root(
-    state: SharedRootState, *, state_mode: str, manifests_checked: bool = False
+    state: SharedRootState, *, state_mode: str, manifests_checked: bool = False, valid: Sequence[Manifest] = ()
 ) -> SharedRootState:
     """``manifests_checked``: the owners' manifests are known valid (the parser built them)."""
     if not isinstance(state, SharedRootState):
@@ -247,7 +254,7 @@ def _validate_shared_root(
         raise StateError("state state.mode must be shared_root")
     owners: set[OwnerScope] = set()
     for index, owner in enumerate(state.owners):
-        _check_owner(index, owner, manifest_checked=manifests_checked)
+        _check_owner(index, owner, manifest_checked=manifests_checked, valid=valid)
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
@@ -259,9 +266,10 @@ def _validate_shared_root(
     return state
 
 
-def validate_shared_root(state: SharedRootState) -> SharedRootState:
-    """Check every shared-root rule; return ``state`` unchanged when it is valid."""
-    return _validate_shared_root(state, state_mode=STATE_MODE_SHARED_ROOT)
+def validate_shared_root(state: SharedRootState, *, valid_manifests: Sequence[Manifest] = ()) -> SharedRootState:
+    """Check every shared-root rule; return ``state`` unchanged when it is valid
+    (``valid_manifests`` as for :func:`validate_single_owner`)."""
+    return _validate_shared_root(state, state_mode=STATE_MODE_SHARED_ROOT, valid=valid_manifests)
 
 
 def validate_state(doc: SingleOwnerState | SharedRootState | None) -> SingleOwnerState | SharedRootState:

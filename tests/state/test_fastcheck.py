@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +147,47 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
 
 
-def test_an_expected_manifest_is_reused_only_when_recorded_exactly_and_valid() -> None:
+_TOP_VARIANTS = [
+    lambda text: text,
+    lambda text: text.replace('"pipeline_id": "p"', '"pipeline_id": 5'),
+    lambda text: text.replace('"pipeline_id": "p",', ""),
+    lambda text: text.replace('{"mode": "single_owner"}', "null"),
+    lambda text: text.replace('"size": 3}]}}', '"size": 3.5}]}}'),
+    lambda text: text.replace('"id": "b"', '"id": ""'),
+    lambda text: text.replace('"schema_version": 2', '"schema_version": 3'),
+    lambda text: text.replace('"schema_version": 2', '"schema_version": 1'),
+    lambda text: text + " x",
+    lambda text: text.replace('"outputs": [', '"unknown": [1, {"a": NaN}], "outputs": ['),
+    lambda text: text.replace('"outputs": [', '"outputs": [], "outputs": ['),
+]
+
+
+def test_typed_decoding_gives_the_exact_decoders_result(monkeypatch) -> None:
+    """The msgspec path (state/typed.py, taken by large documents) agrees with the exact
+    decoder on every variant: same state, or the same error."""
+    from itertools import product
+
+    from distributor_core.state import codec, parse_state_document
+
+    texts = [_state_text(list(outputs)) for n in range(3) for outputs in product(_VARIANTS, repeat=n)]
+    texts += [change(_state_text([_VARIANTS[0]])) for change in _TOP_VARIANTS]
+    typed_ok = 0
+    for text in texts:
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
+        exact = _outcome(parse_state_document, text)
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
+        assert _outcome(parse_state_document, text) == exact, text
+        assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == exact, text
+        typed_ok += codec._single_owner_typed(text, ()) is not None
+    assert typed_ok >= 5  # the typed path did read the plain ones (most variants are invalid)
+    # a recorded manifest equal to one the caller validated is that object on this path too
+    text = _state_text([_VARIANTS[0]])
+    recorded = codec._single_owner_typed(text, ()).manifest
+    same = Manifest(recorded.schema_version, recorded.id, recorded.digest, recorded.created, recorded.files)
+    assert codec._single_owner_typed(text, (same,)).manifest is same
+
+
+def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
     from datetime import timedelta
 
     from distributor_core.bundle import parse_manifest
@@ -162,15 +203,46 @@ def test_an_expected_manifest_is_reused_only_when_recorded_exactly_and_valid() -
         + b'", "size": 3}]}'
     )
     assert same == recorded and same is not recorded
-    reused = _outcome(lambda: parse_state_document(text, expected_manifests=(same,)))
+    reused = _outcome(lambda: parse_state_document(text, valid_manifests=(same,)))
     assert reused == plain and reused[1].manifest is same
     later = Manifest(1, same.id, same.digest, same.created + timedelta(seconds=1), same.files)
-    other = _outcome(lambda: parse_state_document(text, expected_manifests=(later,)))
+    other = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))
     assert other == plain and other[1].manifest is not later
-    # an expected manifest that is itself invalid never stands in for validation
-    bad_files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3),)
+    # a recorded manifest that no valid one describes is validated: a broken one still fails
     broken_text = text.replace(recorded.digest, "sha256:" + "f" * 64)
-    broken = Manifest(1, "b", "sha256:" + "f" * 64, same.created, bad_files)
     baseline = _outcome(parse_state_document, broken_text)
-    assert baseline[0] == "error"
-    assert _outcome(lambda: parse_state_document(broken_text, expected_manifests=(broken,))) == baseline
+    assert baseline[0] == "error" and "digest" in baseline[1]
+    assert _outcome(lambda: parse_state_document(broken_text, valid_manifests=(same,))) == baseline
+
+
+def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument(monkeypatch) -> None:
+    """Issue 16 item 5: no identity memo; a manifest accepted once is checked again unless the
+    caller passes it as already validated."""
+    from dataclasses import replace
+
+    from distributor_core.state import StateError, marshal_state, parse_state_document
+
+    assert not hasattr(fastcheck, "_RECENT_VALID")
+    state = parse_state_document(_state_text([_VARIANTS[0]]))
+    assert fastcheck.manifest_valid(state.manifest)
+    calls: list[object] = []
+    original = fastcheck.manifest_valid
+
+    def counting(manifest: object) -> bool:
+        calls.append(manifest)
+        return original(manifest)
+
+    monkeypatch.setattr(fastcheck, "manifest_valid", counting)
+    marshal_state(state)
+    assert len(calls) == 1 and calls[0] is state.manifest  # asked again: nothing remembered it
+    calls.clear()
+    marshal_state(state, valid_manifests=(state.manifest,))
+    assert calls == []  # the caller said it is valid
+    # an equal but different object is not the one the caller vouched for
+    copy = replace(state.manifest, files=tuple(state.manifest.files))
+    marshal_state(replace(state, manifest=copy), valid_manifests=(state.manifest,))
+    assert len(calls) == 1 and calls[0] is copy
+    # and a broken manifest the caller did not vouch for still fails
+    broken = replace(state.manifest, digest="sha256:" + "f" * 64)
+    with pytest.raises(StateError, match="digest"):
+        marshal_state(replace(state, manifest=broken), valid_manifests=(state.manifest,))

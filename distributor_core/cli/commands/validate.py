@@ -17,7 +17,9 @@ def run(inv: Invocation) -> int:
             try:
                 manifest = load_source_manifest(selection.storage, bundle)
                 with inv.out.progress(f"validating {path}", manifest.total_size) as progress:
-                    validate_source_bundle(selection.storage, bundle, manifest, progress=progress)
+                    validate_source_bundle(
+                        selection.storage, bundle, manifest, progress=progress, manifest_checked=True
+                    )
             except _bundles.BUNDLE_ERRORS as exc:
                 _bundles.report_invalid(inv, outcome, path, exc)
                 continue

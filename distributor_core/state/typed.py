@@ -1,0 +1,169 @@
+"""Typed decoding of schema 2 state with msgspec (performance only, issue 17 P4).
+
+``msgspec.json`` decodes the document straight into the small structs below: every known key
+has its JSON type checked while parsing, unknown keys are skipped, and no dict is built per
+record. Only plain documents take this path: any value of another type (``null`` inside an
+array, a float size, a boolean, a lone-surrogate escape, trailing data, a schema 1 or 3
+document ...) makes the decode fail, and the caller then parses the bytes with the exact
+decoder (:mod:`.codec`), which reports the contract's error. So this module never changes a
+result, only how fast a valid document is read. Times stay strings here: they are parsed by
+``timefmt`` exactly as on the exact path.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+import msgspec
+
+from distributor_core.bundle import Manifest, ManifestFile
+from distributor_core.state import fastcheck
+from distributor_core.timefmt import TimestampError, parse_rfc3339
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _File(msgspec.Struct, gc=False):
+    path: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+
+
+class _Manifest(msgspec.Struct):
+    schema_version: int | None = None
+    id: str | None = None
+    digest: str | None = None
+    created: str | None = None
+    files: list[_File] | None = None
+
+
+class _Source(msgspec.Struct):
+    manifest: _Manifest | None = None
+
+
+class _Mode(msgspec.Struct):
+    mode: str | None = None
+
+
+class _Links(msgspec.Struct):
+    primary_url: str | None = None
+
+
+class Output(msgspec.Struct, gc=False):
+    path: str | None = None
+    kind: str | None = None
+    source_path: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    transform: str | None = None
+    url: str | None = None
+
+
+class SingleOwner(msgspec.Struct, tag_field="schema_version", tag=2):
+    distributor_version: str | None = None
+    pipeline_id: str | None = None
+    destination_id: str | None = None
+    published_at: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    state: _Mode | None = None
+    reconciliation: _Mode | None = None
+    source: _Source | None = None
+    links: _Links | None = None
+    outputs: list[Output] | None = None
+
+
+class _Other(msgspec.Struct, tag_field="schema_version", tag=3):
+    """Shared-root state: skipped here (read by the exact decoder)."""
+
+
+_DECODER = msgspec.json.Decoder(SingleOwner | _Other)
+
+
+def decode_single_owner(data: bytes | str) -> SingleOwner | None:
+    """The schema 2 document when every known key has its plain JSON type, else ``None``."""
+    try:
+        doc = _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError):  # e.g. a lone surrogate in str input
+        return None
+    return doc if isinstance(doc, SingleOwner) else None
+
+
+def top_level(doc: SingleOwner) -> dict:
+    """The document's top-level fields as the exact decoder's shape walk returns them (every
+    known key, ``None`` when absent; ``outputs`` and ``source`` left to the caller)."""
+
+    def mode(value: _Mode | None) -> dict | None:
+        return None if value is None else {"mode": value.mode}
+
+    return {
+        "schema_version": 2,
+        "distributor_version": doc.distributor_version,
+        "pipeline_id": doc.pipeline_id,
+        "destination_id": doc.destination_id,
+        "published_at": doc.published_at,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
+        "state": mode(doc.state),
+        "reconciliation": mode(doc.reconciliation),
+        "links": None if doc.links is None else {"primary_url": doc.links.primary_url},
+    }
+
+
+_PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
+
+
+def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
+    """The recorded manifest, valid: the one of ``valid`` (already validated by the caller) it
+    describes exactly, or one built from the columns that ``fastcheck.manifest_valid`` accepts;
+    ``None`` when neither (the exact decoder then words the error)."""
+    raw = doc.source.manifest if doc.source is not None else None
+    if raw is None or not raw.files or raw.created is None:
+        return None
+    files = raw.files
+    paths, shas, sizes = list(map(_PATH, files)), list(map(_SHA256, files)), list(map(_SIZE, files))
+    if None in paths or None in shas or None in sizes or min(sizes) < _INT64_MIN or max(sizes) > _INT64_MAX:
+        return None
+    try:
+        created = parse_rfc3339(raw.created)
+    except TimestampError:
+        return None
+    for known in valid:
+        if (
+            raw.schema_version == known.schema_version
+            and raw.id == known.id
+            and raw.digest == known.digest
+            and created == known.created
+            and len(files) == len(known.files)
+            and paths == list(map(_PATH, known.files))
+            and shas == list(map(_SHA256, known.files))
+            and sizes == list(map(_SIZE, known.files))
+        ):
+            return known
+    if raw.schema_version is None or raw.id is None or raw.digest is None:
+        return None
+    built = Manifest(
+        schema_version=raw.schema_version,
+        id=raw.id,
+        digest=raw.digest,
+        created=created,
+        files=tuple(map(ManifestFile, paths, shas, sizes)),
+    )
+    return built if fastcheck.manifest_valid(built) else None
+
+
+_OUTPUT_COLUMNS = tuple(
+    attrgetter(name)
+    for name in ("path", "kind", "source_path", "sha256", "size", "created_at", "updated_at", "transform", "url")
+)
+
+
+def output_columns(doc: SingleOwner) -> list[list] | None:
+    """The outputs as the nine columns the exact decoder's fast path checks (``None`` values
+    where a key is absent or null), or ``None`` when there is no outputs array."""
+    outputs = doc.outputs
+    if outputs is None:
+        return None
+    return [list(map(getter, outputs)) for getter in _OUTPUT_COLUMNS]
