@@ -142,6 +142,8 @@ def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id
             "region": raw.get("region") or DEFAULT_S3_REGION,
             "endpoint": raw.get("endpoint") or None,
             "force_path_style": raw.get("force_path_style", False),
+            # AWS S3 enforces conditional writes; an S3-compatible endpoint is pre-checked unless told
+            "conditional_writes": raw.get("conditional_writes") or ("precheck" if raw.get("endpoint") else "trusted"),
             "credentials": (
                 {"access_key_id_env": access, "secret_access_key_env": secret} if access or secret else None
             ),

@@ -18,6 +18,8 @@ SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
 SOURCE_BACKENDS = ("local", "ssh", "s3", "http_upload")
 DESTINATION_BACKENDS = ("local", "ssh", "s3")
 HOST_KEY_POLICIES = ("strict", "accept_new")
+#: s3 ``conditional_writes``: rely on If-None-Match/If-Match alone, or HeadObject first
+S3_CONDITIONAL_WRITES = ("trusted", "precheck")
 MARKDOWN_MODES = ("sidecar", "index")
 PATH_MAPPING_MODES = ("preserve_relative", "fixed")
 LINK_PRIMARIES = ("auto", "source", "html")
@@ -182,6 +184,13 @@ BACKEND_FIELDS: Mapping[str, Mapping[str, Field]] = MappingProxyType(
             region=Field(Kind.STRING, "region", default=DEFAULT_S3_REGION),
             endpoint=Field(Kind.STRING, "endpoint URL of an S3-compatible service"),
             force_path_style=Field(Kind.BOOLEAN, "use path-style bucket addressing", default=False),
+            conditional_writes=Field(
+                Kind.STRING,
+                "trusted: the store enforces If-None-Match/If-Match on writes, no HeadObject first; "
+                "precheck: HeadObject before every conditional write; default trusted without endpoint, "
+                "precheck with one",
+                choices=S3_CONDITIONAL_WRITES,
+            ),
             credentials=Field(
                 Kind.MAPPING,
                 "names of the secrets holding the credentials; omitted: the default credential chain",

@@ -154,6 +154,8 @@ class S3Backend(_Model):
     region: str = "us-east-1"
     endpoint: str | None = None
     force_path_style: bool = False
+    #: ``None`` (a model built in code): ``trusted`` without ``endpoint``, ``precheck`` with one
+    conditional_writes: Literal["trusted", "precheck"] | None = None
     credentials: S3Credentials | None = None
 
     @property

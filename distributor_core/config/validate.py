@@ -23,6 +23,7 @@ from distributor_core.config.fields import (
     MARKDOWN_MODES,
     PATH_MAPPING_MODES,
     RECONCILIATION_MODES,
+    S3_CONDITIONAL_WRITES,
     SLUG_PATTERN,
     SOURCE_BACKENDS,
     STATE_MODES,
@@ -174,6 +175,8 @@ def _s3(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.prefix must be a clean relative slash-separated path")
     if storage["endpoint"] is not None and not is_http_url(storage["endpoint"]):
         errs.append(f"{context}.endpoint must be an absolute http or https URL")
+    if storage["conditional_writes"] not in S3_CONDITIONAL_WRITES:
+        errs.append(f"{context}.conditional_writes must be {one_of(S3_CONDITIONAL_WRITES)}")
     credentials = storage["credentials"]
     if credentials is not None and not (credentials["access_key_id_env"] and credentials["secret_access_key_env"]):
         errs.append(f"{context}.credentials.access_key_id_env and secret_access_key_env must be set together")

@@ -22,8 +22,13 @@ a leading ``/``). Decisions:
   ``if_revision`` sends ``If-Match: <ETag>`` (412, or 404 because the object is gone → ``conflict``),
   and ``if_revision=""`` ("there was no object when I looked") sends ``If-None-Match: *`` with a
   412 meaning ``conflict``: the state write of resolutions A3.
-  A ``HeadObject`` pre-check runs first: it fails early, before bytes are uploaded, and is the
-  only protection on stores that ignore conditional headers.
+  ``conditional_writes`` says whether the store is trusted to enforce those headers. ``precheck``
+  sends a ``HeadObject`` first: it fails early, before bytes are uploaded, and is the only
+  protection on stores that ignore conditional headers. ``trusted`` (the default for AWS S3, i.e.
+  without ``endpoint_url``: S3 enforces both headers on ``PutObject`` and
+  ``CompleteMultipartUpload``) sends no ``HeadObject`` and maps the store's 412 as above, so a
+  small conditional write costs one request instead of two; an ``If-Match`` write that must also
+  not overwrite (never issued by the executor) is still pre-checked, since no header says both.
 * **Rename** is a server-side copy (``CopyObject`` with ``x-amz-copy-source-if-match`` on the
   ETag read by the pre-check; a multipart ``UploadPartCopy`` above ``multipart_copy_threshold``)
   followed by ``DeleteObject`` of the source. It is not atomic: a failure between the two
@@ -87,6 +92,8 @@ DEFAULT_MAX_CONCURRENCY = 4
 #: outputs the executor may write at once (``max_parallel_writes``): object stores are
 #: latency-bound, so small files publish several times faster in parallel
 DEFAULT_MAX_PARALLEL_WRITES = 4
+#: ``conditional_writes`` values: rely on If-None-Match/If-Match alone, or HeadObject first
+CONDITIONAL_WRITES_MODES = ("trusted", "precheck")
 DEFAULT_MULTIPART_COPY_THRESHOLD = 512 * 1024 * 1024
 DEFAULT_COPY_PART_SIZE = 256 * 1024 * 1024
 #: DeleteObjects accepts at most 1000 keys per request.
@@ -264,6 +271,7 @@ class S3Storage(Storage):
         multipart_copy_threshold: int = DEFAULT_MULTIPART_COPY_THRESHOLD,
         copy_part_size: int = DEFAULT_COPY_PART_SIZE,
         max_attempts: int = 5,
+        conditional_writes: str | None = None,
     ) -> None:
         """``client`` injects a ready boto3 S3 client (e.g. dagster-aws ``S3Resource.get_client()``);
         the connection arguments are then ignored and :meth:`close` leaves it open. Otherwise a
@@ -274,6 +282,10 @@ class S3Storage(Storage):
         ``max_parallel_writes`` is how many outputs the executor writes at once, so memory stays
         below ``(max_concurrency + max_parallel_writes) * part_size``. Objects larger than
         ``multipart_copy_threshold`` are renamed by a multipart copy of ``copy_part_size`` parts.
+
+        ``conditional_writes`` is ``trusted`` (no ``HeadObject`` before a conditional write: the
+        store enforces ``If-None-Match``/``If-Match``) or ``precheck``; ``None`` means ``trusted``
+        for AWS S3 (no ``endpoint_url`` and no injected client) and ``precheck`` otherwise.
         """
         if not bucket:
             raise ValueError("s3 bucket is required")
@@ -295,6 +307,11 @@ class S3Storage(Storage):
             raise ValueError("max_concurrency must be at least 1")
         if max_parallel_writes < 1:
             raise ValueError("max_parallel_writes must be at least 1")
+        if conditional_writes is None:
+            conditional_writes = "trusted" if endpoint_url is None and client is None else "precheck"
+        if conditional_writes not in CONDITIONAL_WRITES_MODES:
+            raise ValueError("conditional_writes must be trusted or precheck")
+        self.conditional_writes = conditional_writes
         self.bucket = bucket
         self.prefix = prefix
         self.region = region or DEFAULT_REGION
@@ -358,6 +375,7 @@ class S3Storage(Storage):
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
             dry_run=dry_run,
+            conditional_writes=getattr(cfg, "conditional_writes", None),
         )
 
     @property
@@ -538,13 +556,17 @@ class S3Storage(Storage):
         return Entry(path=path, type="file", size=verifier.size, revision=response.get("ETag"))
 
     def _write_conditions(self, op: str, path: str, *, overwrite: bool, if_revision: str | None) -> dict[str, str]:
-        """Pre-check with HeadObject and return the conditional headers for the final request.
+        """Return the conditional headers for the final request, pre-checked with HeadObject
+        unless ``conditional_writes`` is ``trusted``.
 
         ``if_revision`` is the revision read earlier: an ETag (``If-Match``) or ``""`` for "there
         was no object" (``If-None-Match: *``); a mismatch is ``conflict``, as in the local backend.
         """
         if overwrite and if_revision is None:
             return {}
+        if self.conditional_writes == "trusted" and (overwrite or not if_revision):
+            # the store's 412 (404 for a vanished If-Match key) is the whole check
+            return {"IfMatch": if_revision} if if_revision else {"IfNoneMatch": "*"}
         head = self._head(op, path)
         current = "" if head is None else str(head.get("ETag", ""))
         if if_revision is not None:

@@ -133,6 +133,10 @@ CASES: list[tuple[str, str, list[str]]] = [
     # YAML 1.1 words are booleans only in the case forms yaml.v3 accepts (resolutions G2)
     ("s3-path-style-mixed-case", src(f"{S3}, force_path_style: yEs"), [f"{S}.force_path_style must be a boolean"]),
     ("s3-path-style-word", src(f"{S3}, force_path_style: enabled"), [f"{S}.force_path_style must be a boolean"]),
+    ("s3-conditional-writes-word", src(f"{S3}, conditional_writes: always"),
+     [f"{S}.conditional_writes must be trusted or precheck"]),
+    ("s3-conditional-writes-boolean", src(f"{S3}, conditional_writes: true"),
+     [f"{S}.conditional_writes must be a string"]),
     ("s3-cross-port", src(f"{S3}, port: 9000"), [f"{S}.port is not supported for s3 backend"]),
     ("upload-size-zero", upload_pipeline("max_upload_size: 0"), [f"{S}.max_upload_size must be greater than zero"]),
     ("upload-size-float", upload_pipeline("max_upload_size: 1.5MB"),

@@ -332,6 +332,20 @@ def test_s3_backend_fields_and_defaults() -> None:
     assert (storage.credentials.access_key_id_env, storage.credentials.secret_access_key_env) == ("AK", "SK")
     assert storage.root_path == "reports/daily"
     assert storage.root_key == "s3://out/reports/daily@http://127.0.0.1:9000"
+    # AWS S3 enforces If-None-Match/If-Match; a custom endpoint is pre-checked unless told otherwise
+    assert (source.conditional_writes, storage.conditional_writes) == ("trusted", "precheck")
+
+
+def test_s3_conditional_writes_explicit() -> None:
+    config = load(one_pipeline(
+        source="{backend: s3, bucket: in, conditional_writes: precheck}",
+        destination="{id: out, backend: s3, bucket: out, endpoint: 'http://127.0.0.1:9000', "
+                    "conditional_writes: trusted}",
+    ))
+    source = config.pipelines[0].source
+    storage = config.pipelines[0].destinations[0].storage
+    assert isinstance(source, S3Backend) and isinstance(storage, S3Backend)
+    assert (source.conditional_writes, storage.conditional_writes) == ("precheck", "trusted")
 
 
 def test_s3_empty_credentials_block_means_default_chain() -> None:

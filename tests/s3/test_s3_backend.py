@@ -358,6 +358,9 @@ def test_from_config_reads_prefix_region_and_defaults(moto_server: MotoServer) -
         assert storage.client.meta.config.s3["addressing_style"] == "path"
         assert storage.endpoint_url == moto_server.endpoint_url
         assert "p/q" in repr(storage) and moto_server.secret_access_key not in repr(storage)
+        assert storage.conditional_writes == "precheck"  # a custom endpoint
+    with S3Storage.from_config(s3_config(moto_server, bucket, conditional_writes="trusted"), env) as storage:
+        assert storage.conditional_writes == "trusted"
 
 
 def test_injected_client_is_used_and_left_open(moto_server: MotoServer) -> None:

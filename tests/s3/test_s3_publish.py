@@ -50,9 +50,9 @@ def raw_objects(server: MotoServer, bucket: str) -> dict[str, dict[str, Any]]:
         client.close()
 
 
-@pytest.fixture
-def destination(moto_server: MotoServer) -> Iterator[S3Storage]:
-    storage = make_s3_storage(moto_server, prefix="site")
+@pytest.fixture(params=["precheck", "trusted"])
+def destination(moto_server: MotoServer, request: pytest.FixtureRequest) -> Iterator[S3Storage]:
+    storage = make_s3_storage(moto_server, prefix="site", conditional_writes=request.param)
     try:
         yield storage
     finally:
