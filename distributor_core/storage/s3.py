@@ -41,9 +41,13 @@ a leading ``/``). Decisions:
   refused, directory → ``unsupported``, missing skipped or ``not_found``) and raise for the first
   failure in planned order; the raised error carries ``deleted``: the deletions S3 confirmed, in
   planned order (a failed batch may have removed keys planned after the failing one).
-* **Parallel writes.** ``max_parallel_writes`` (default 4) is declared as
-  ``capabilities.parallel_writes``: how many outputs the executor writes at once; multipart parts
-  of all writes share one bound of ``max_concurrency`` in flight.
+* **Parallel writes.** ``max_parallel_writes`` (default 16) is declared as
+  ``capabilities.parallel_writes``: how many outputs the executor writes at once, since a small
+  object costs one round trip of waiting and next to no memory or CPU. Only small writes
+  (an ``expected_size`` below ``SMALL_WRITE``, 256 KiB) use all of them; larger ones also take one
+  of ``max_parallel_large_writes`` (default 4) slots for their whole duration, and multipart
+  parts of all writes share one bound of ``max_concurrency`` in flight, so part memory stays
+  below ``(max_concurrency + max_parallel_large_writes) * part_size`` plus the small payloads.
 * **Stored checksums** (``Feature.STORED_SHA256``). ``stat_with_sha256`` reads an object's
   ``ChecksumSHA256`` (``HeadObject`` with ``ChecksumMode=ENABLED``) and returns it when it is the
   sha256 of the whole object (``FULL_OBJECT``, or a single-part object), so an audit need not
@@ -91,7 +95,11 @@ DEFAULT_PART_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 4
 #: outputs the executor may write at once (``max_parallel_writes``): object stores are
 #: latency-bound, so small files publish several times faster in parallel
-DEFAULT_MAX_PARALLEL_WRITES = 4
+DEFAULT_MAX_PARALLEL_WRITES = 16
+#: writes of at least SMALL_WRITE bytes (or of unknown size) at once, within max_parallel_writes
+DEFAULT_MAX_PARALLEL_LARGE_WRITES = 4
+#: below this expected size a write holds at most this much memory and needs no large-write slot
+SMALL_WRITE = 256 * 1024
 #: ``conditional_writes`` values: rely on If-None-Match/If-Match alone, or HeadObject first
 CONDITIONAL_WRITES_MODES = ("trusted", "precheck")
 DEFAULT_MULTIPART_COPY_THRESHOLD = 512 * 1024 * 1024
@@ -268,6 +276,7 @@ class S3Storage(Storage):
         part_size: int = DEFAULT_PART_SIZE,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_parallel_writes: int = DEFAULT_MAX_PARALLEL_WRITES,
+        max_parallel_large_writes: int = DEFAULT_MAX_PARALLEL_LARGE_WRITES,
         multipart_copy_threshold: int = DEFAULT_MULTIPART_COPY_THRESHOLD,
         copy_part_size: int = DEFAULT_COPY_PART_SIZE,
         max_attempts: int = 5,
@@ -279,8 +288,10 @@ class S3Storage(Storage):
 
         ``part_size`` (≥ 5 MiB) is both the multipart threshold and the part size of streamed
         uploads; ``max_concurrency`` bounds parts in flight across all writes of this storage, and
-        ``max_parallel_writes`` is how many outputs the executor writes at once, so memory stays
-        below ``(max_concurrency + max_parallel_writes) * part_size``. Objects larger than
+        ``max_parallel_writes`` is how many outputs the executor writes at once, of which at most
+        ``max_parallel_large_writes`` are of ``SMALL_WRITE`` bytes or more, so part memory stays
+        below ``(max_concurrency + max_parallel_large_writes) * part_size`` plus
+        ``max_parallel_writes * SMALL_WRITE``. Objects larger than
         ``multipart_copy_threshold`` are renamed by a multipart copy of ``copy_part_size`` parts.
 
         ``conditional_writes`` is ``trusted`` (no ``HeadObject`` before a conditional write: the
@@ -307,6 +318,8 @@ class S3Storage(Storage):
             raise ValueError("max_concurrency must be at least 1")
         if max_parallel_writes < 1:
             raise ValueError("max_parallel_writes must be at least 1")
+        if max_parallel_large_writes < 1:
+            raise ValueError("max_parallel_large_writes must be at least 1")
         if conditional_writes is None:
             conditional_writes = "trusted" if endpoint_url is None and client is None else "precheck"
         if conditional_writes not in CONDITIONAL_WRITES_MODES:
@@ -337,6 +350,8 @@ class S3Storage(Storage):
         )
         # parts in flight across every write of this storage (parallel writes share the bound)
         self._part_slots = threading.BoundedSemaphore(max_concurrency)
+        # writes that may fill part buffers (SMALL_WRITE bytes or more) at once
+        self._large_slots = threading.BoundedSemaphore(min(max_parallel_large_writes, max_parallel_writes))
         # recycled part buffers shared by all writes: at most parts in flight + one per write
         self._buffers = BufferPool(part_size)
         self._owns_client = client is None
@@ -515,6 +530,22 @@ class S3Storage(Storage):
         self._check_writable(op, path)
         conditions = self._write_conditions(op, path, overwrite=overwrite, if_revision=if_revision)
         precondition = ErrorKind.CONFLICT if if_revision is not None else ErrorKind.ALREADY_EXISTS
+        if expected_size is not None and expected_size < SMALL_WRITE:
+            return self._write(op, path, chunks, conditions, precondition, expected_size, expected_sha256, content_type)
+        with self._large_slots:
+            return self._write(op, path, chunks, conditions, precondition, expected_size, expected_sha256, content_type)
+
+    def _write(
+        self,
+        op: str,
+        path: str,
+        chunks: Iterable[bytes],
+        conditions: dict[str, str],
+        precondition: ErrorKind,
+        expected_size: int | None,
+        expected_sha256: str | None,
+        content_type: str | None,
+    ) -> Entry:
         verifier = HashingVerifier(expected_size, expected_sha256)
         headers = {"ContentType": content_type or content_type_for(path)}
         part_size = part_size_for(expected_size, self.part_size)

@@ -249,6 +249,54 @@ def test_parallel_writes_share_one_bound_of_parts_in_flight(moto_server: MotoSer
     assert pending_uploads(moto_server, storage.bucket) == []
 
 
+def test_small_writes_use_every_parallel_slot_and_large_ones_only_theirs(moto_server: MotoServer) -> None:
+    """With ``max_parallel_large_writes=1``, three small writes still run at once (each waits for
+    the others inside its stream), while two large writes never overlap and both land intact."""
+    storage = make_s3_storage(moto_server, part_size=PART, max_parallel_writes=3, max_parallel_large_writes=1)
+    together = threading.Barrier(3, timeout=20)
+
+    def small_chunks(data: bytes) -> Iterator[bytes]:
+        together.wait()  # raises BrokenBarrierError if the three cannot all be writing at once
+        yield data
+
+    uploading = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def created(**_: Any) -> None:
+        nonlocal uploading, peak
+        with lock:
+            uploading += 1
+            peak = max(peak, uploading)
+
+    def completed(**_: Any) -> None:
+        nonlocal uploading
+        with lock:
+            uploading -= 1
+
+    storage.client.meta.events.register("before-call.s3.CreateMultipartUpload", created)
+    storage.client.meta.events.register("after-call.s3.CompleteMultipartUpload", completed)
+    large = {f"big{i}.bin": pattern(11 * MIB, seed=bytes([i])) for i in range(2)}
+    with storage, ThreadPoolExecutor(3) as pool:
+        small = [
+            pool.submit(storage.write_stream, f"s{i}.txt", small_chunks(b"x" * 10), overwrite=False, expected_size=10)
+            for i in range(3)
+        ]
+        for future in small:
+            future.result()
+        futures = [
+            pool.submit(storage.write_stream, name, odd_chunks(data), overwrite=False, expected_size=len(data))
+            for name, data in large.items()
+        ]
+        for future in futures:
+            future.result()
+        for name, data in large.items():
+            assert digest(storage.read_bytes(name)) == digest(data)
+        assert [storage.read_bytes(f"s{i}.txt") for i in range(3)] == [b"x" * 10] * 3
+    assert peak == 1
+    assert pending_uploads(moto_server, storage.bucket) == []
+
+
 def test_large_payload_raises_part_size_to_fit_ten_thousand_parts(storage: S3Storage) -> None:
     """With an expected size the part size grows so the upload fits S3's 10,000-part cap."""
     from distributor_core.storage.s3_upload import MAX_PARTS, part_size_for
