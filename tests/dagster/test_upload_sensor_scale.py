@@ -40,7 +40,9 @@ def timed_tick(defs: dg.Definitions, cursor: str | None, instance: dg.DagsterIns
     return result, time.perf_counter() - started
 
 
-def test_first_scan_of_10000_records_requests_each_pending_upload_once(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+def test_first_scan_of_10000_records_requests_each_pending_upload_once(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
     config = write_config(tmp_path, CONFIG)
     staging_path = tmp_path / "staging" / "reports.daily"
     staging_path.mkdir(parents=True)
