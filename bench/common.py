@@ -208,6 +208,8 @@ class Timed:
     wall: float
     maxrss_kib: int = 0
     stdout: str = ""
+    #: the child's CPU seconds (user + sys, from wait4): steadier than wall on a shared machine
+    cpu: float = 0.0
 
 
 #: GNU time, used to read a command's peak RSS: a child's own ru_maxrss also counts the memory
@@ -254,7 +256,8 @@ def run_timed(
             maxrss = int(Path(rss_file).read_text().split()[-1])
         finally:
             os.unlink(rss_file)
-    return Timed(wall=wall, maxrss_kib=maxrss, stdout=out.decode(errors="replace"))
+    cpu = usage.ru_utime + usage.ru_stime
+    return Timed(wall=wall, maxrss_kib=maxrss, stdout=out.decode(errors="replace"), cpu=cpu)
 
 
 def median_of(

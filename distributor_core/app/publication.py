@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
 from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, UsageError
 from distributor_core.config import Destination, Pipeline
-from distributor_core.execute.executor import Progress
-from distributor_core.execute.publish import PublishOutcome, default_holder, publish
-from distributor_core.execute.request import PlanRequest
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
+
+if TYPE_CHECKING:
+    # the write protocol (plan, state, execute) is imported by publish_to, when there is a bundle
+    # to publish: a run over an empty source does not pay for it (issue 17, start-up)
+    from distributor_core.execute.executor import Progress
+    from distributor_core.execute.publish import PublishOutcome
 
 FORCE_FLAGS = ("force", "republish")
 
@@ -158,6 +162,9 @@ def publish_to(
     options: RunOptions,
 ) -> ActionReport:
     """Publish (or, with ``options.dry_run``, plan) one validated bundle to one destination."""
+    from distributor_core.execute.publish import default_holder, publish
+    from distributor_core.execute.request import PlanRequest
+
     try:
         target = pool.get(pipeline, destination)
     except Exception as exc:  # remembered by the pool: every bundle reports the same failure

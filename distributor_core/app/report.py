@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributor_core import paths as lp
-from distributor_core.execute.publish import PublishOutcome
 from distributor_core.plan.model import ACTION_ORDER
+
+if TYPE_CHECKING:
+    from distributor_core.execute.publish import PublishOutcome
 
 
 @dataclass

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from distributor_core import __version__
 from distributor_core.config import Destination, Environment, Pipeline
-from distributor_core.execute.executor import Progress
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 from distributor_core.storage.factory import open_destination_storage
 from distributor_core.timefmt import Clock
+
+if TYPE_CHECKING:
+    from distributor_core.execute.executor import Progress
 
 
 class UsageError(ValueError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from distributor_core.config.construct import construct
 from distributor_core.config.decode import decode_document
 from distributor_core.config.defaults import apply_defaults
 from distributor_core.config.errors import ConfigError, ConfigFileError
@@ -54,4 +55,5 @@ def _parse(
     messages = validate_tree(filled)
     if messages:
         raise ConfigError(messages, source=source_name)
-    return Config.model_validate({**filled, "config_path": config_path})
+    # every check has been made above: build the models without a pydantic schema (construct.py)
+    return construct(Config, {**filled, "config_path": config_path})

@@ -23,7 +23,7 @@ from distributor_core.config.errors import ConfigLookupError
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # --- server, secrets, upload tokens ---------------------------------------------------------
@@ -56,7 +56,7 @@ class ServerHTTP(_Model):
     body_min_rate: int = 64 * 1024
     #: 0: see :meth:`queue_share`
     max_queue_per_token: int = 0
-    limits: UploadLimits = UploadLimits()
+    limits: UploadLimits = UploadLimits.model_construct()
 
     def queue_share(self, token_count: int) -> int:
         """Queue slots one token may hold: ``max_queue_per_token``, or by default half of
@@ -226,7 +226,7 @@ class PrunePolicy(_Model):
 
 
 class RetentionPolicy(_Model):
-    prune: PrunePolicy = PrunePolicy()
+    prune: PrunePolicy = PrunePolicy.model_construct()
 
 
 class TakeoverPolicy(_Model):
@@ -247,15 +247,15 @@ class ValidationPolicy(_Model):
 class Destination(_Model):
     id: str
     storage: StorageBackend
-    publish: PublishPolicy = PublishPolicy()
-    transform: TransformPolicy = TransformPolicy()
-    path_mapping: PathMappingPolicy = PathMappingPolicy()
+    publish: PublishPolicy = PublishPolicy.model_construct()
+    transform: TransformPolicy = TransformPolicy.model_construct()
+    path_mapping: PathMappingPolicy = PathMappingPolicy.model_construct()
     links: LinksPolicy | None = None
-    state: StatePolicy = StatePolicy()
-    reconciliation: ReconciliationPolicy = ReconciliationPolicy()
-    retention: RetentionPolicy = RetentionPolicy()
-    takeover: TakeoverPolicy = TakeoverPolicy()
-    transfer: TransferPolicy = TransferPolicy()
+    state: StatePolicy = StatePolicy.model_construct()
+    reconciliation: ReconciliationPolicy = ReconciliationPolicy.model_construct()
+    retention: RetentionPolicy = RetentionPolicy.model_construct()
+    takeover: TakeoverPolicy = TakeoverPolicy.model_construct()
+    transfer: TransferPolicy = TransferPolicy.model_construct()
 
     @property
     def backend(self) -> Literal["local", "ssh", "s3"]:
@@ -273,7 +273,7 @@ class Destination(_Model):
 class Pipeline(_Model):
     id: str
     source: SourceBackend
-    validation: ValidationPolicy = ValidationPolicy()
+    validation: ValidationPolicy = ValidationPolicy.model_construct()
     destinations: tuple[Destination, ...]
 
     @property
@@ -298,7 +298,7 @@ class Config(_Model):
     """A loaded config. ``base_dir`` is the directory relative paths were resolved against."""
 
     server: Server
-    secrets: Secrets = Secrets()
+    secrets: Secrets = Secrets.model_construct()
     upload_tokens: tuple[UploadToken, ...] = ()
     pipelines: tuple[Pipeline, ...]
     base_dir: Path

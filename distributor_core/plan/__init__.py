@@ -10,36 +10,81 @@ execution, the server, the app layer, the CLI, Dagster. Reading the facts is
 ``distributor_core.execute.facts``'s job.
 """
 
-from distributor_core.plan.decide import (
-    FORCE_WALK_LIMIT,
-    REPLACE_CHECK_SLACK,
-    Publication,
-    check_request,
-    current_owner_records,
-    decide,
-    prepare,
+from typing import TYPE_CHECKING
+
+from distributor_core.lazyexports import lazy_exports
+
+if TYPE_CHECKING:
+    from distributor_core.plan.decide import (
+        FORCE_WALK_LIMIT,
+        REPLACE_CHECK_SLACK,
+        Publication,
+        check_request,
+        current_owner_records,
+        decide,
+        prepare,
+    )
+    from distributor_core.plan.facts import (
+        DestinationFacts,
+        FactRequest,
+        FirstExisting,
+        HasAny,
+        ListFiles,
+        Listing,
+        StateFacts,
+    )
+    from distributor_core.plan.model import (
+        ACTION_ORDER,
+        Action,
+        DestinationPolicy,
+        LinkPolicy,
+        Plan,
+        PlanError,
+        PlannedOutput,
+        TakenOverOutput,
+        TransferPolicy,
+    )
+    from distributor_core.plan.outputs import bundle_path_for, markdown_sources, render_markdown
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "decide": (
+            "FORCE_WALK_LIMIT",
+            "REPLACE_CHECK_SLACK",
+            "Publication",
+            "check_request",
+            "current_owner_records",
+            "decide",
+            "prepare",
+        ),
+        "facts": (
+            "DestinationFacts",
+            "FactRequest",
+            "FirstExisting",
+            "HasAny",
+            "ListFiles",
+            "Listing",
+            "StateFacts",
+        ),
+        "model": (
+            "ACTION_ORDER",
+            "Action",
+            "DestinationPolicy",
+            "LinkPolicy",
+            "Plan",
+            "PlanError",
+            "PlannedOutput",
+            "TakenOverOutput",
+            "TransferPolicy",
+        ),
+        "outputs": (
+            "bundle_path_for",
+            "markdown_sources",
+            "render_markdown",
+        ),
+    },
 )
-from distributor_core.plan.facts import (
-    DestinationFacts,
-    FactRequest,
-    FirstExisting,
-    HasAny,
-    ListFiles,
-    Listing,
-    StateFacts,
-)
-from distributor_core.plan.model import (
-    ACTION_ORDER,
-    Action,
-    DestinationPolicy,
-    LinkPolicy,
-    Plan,
-    PlanError,
-    PlannedOutput,
-    TakenOverOutput,
-    TransferPolicy,
-)
-from distributor_core.plan.outputs import bundle_path_for, markdown_sources, render_markdown
 
 __all__ = [
     "ACTION_ORDER",

@@ -3,7 +3,7 @@ limits, admission and fairness, connection limits, and the inline publisher.
 
 The durable staging area it writes (records, index, scan, redaction) is
 ``distributor_core.staging``, below this package, shared with the Dagster sensors and publish
-runs; ``server.staging`` and ``server.redact`` remain as aliases of it for old imports. The
+runs. The
 FastAPI app is imported lazily (``from distributor_core.server import create_app``).
 
 Owns: HTTP (routes, auth, archive limits, timeouts), publishing staged uploads through ``app``.

@@ -10,70 +10,149 @@ planning, execution, any shell. See ``docs/integrations/destination-state.md`` f
 contract.
 """
 
-from distributor_core.state.codec import (
-    marshal_state,
-    parse_shared_root,
-    parse_single_owner,
-    parse_state_document,
-    state_to_obj,
-)
-from distributor_core.state.errors import StateError, go_quote
-from distributor_core.state.model import (
-    LEGACY_SCHEMA_VERSION,
-    OUTPUT_KIND_GENERATED,
-    OUTPUT_KIND_SOURCE,
-    OUTPUT_KINDS,
-    RECONCILIATION_MERGE,
-    RECONCILIATION_MODES,
-    RECONCILIATION_REPLACE,
-    SHARED_ROOT_SCHEMA_VERSION,
-    SINGLE_OWNER_SCHEMA_VERSION,
-    STATE_MODE_SHARED_ROOT,
-    STATE_MODE_SINGLE_OWNER,
-    AnyOutputRecord,
-    OutputRecord,
-    OwnerRecord,
-    OwnerScope,
-    SharedOutputRecord,
-    SharedRootState,
-    SingleOwnerState,
-    StateDocument,
-)
-from distributor_core.state.outputs import (
-    PlannedOutput,
-    current_publication_outputs,
-    find_output,
-    managed_paths,
-    merge_output_records,
-    merge_owner_outputs,
-    output_owner,
-    outputs_of,
-    owned_paths,
-    owner_record_of,
-    path_ownership_conflict,
-    project_outputs,
-    project_shared_outputs,
-    project_single_owner_outputs,
-    remove_missing_outputs,
-    remove_outputs,
-    replace_owner_outputs,
-    shared_root_migration_base,
-    upsert_owner,
-)
-from distributor_core.state.prune import (
-    PruneCandidate,
-    PrunePlan,
-    PrunePolicy,
-    check_owner,
-    plan_prune,
-    prune_candidates,
-    select_prune,
-)
-from distributor_core.state.validate import (
-    check_http_url,
-    validate_shared_root,
-    validate_single_owner,
-    validate_state,
+from typing import TYPE_CHECKING
+
+from distributor_core.lazyexports import lazy_exports
+
+if TYPE_CHECKING:
+    from distributor_core.state.codec import (
+        marshal_state,
+        parse_shared_root,
+        parse_single_owner,
+        parse_state_document,
+        state_to_obj,
+    )
+    from distributor_core.state.errors import StateError, go_quote
+    from distributor_core.state.model import (
+        LEGACY_SCHEMA_VERSION,
+        OUTPUT_KIND_GENERATED,
+        OUTPUT_KIND_SOURCE,
+        OUTPUT_KINDS,
+        RECONCILIATION_MERGE,
+        RECONCILIATION_MODES,
+        RECONCILIATION_REPLACE,
+        SHARED_ROOT_SCHEMA_VERSION,
+        SINGLE_OWNER_SCHEMA_VERSION,
+        STATE_MODE_SHARED_ROOT,
+        STATE_MODE_SINGLE_OWNER,
+        AnyOutputRecord,
+        OutputRecord,
+        OwnerRecord,
+        OwnerScope,
+        SharedOutputRecord,
+        SharedRootState,
+        SingleOwnerState,
+        StateDocument,
+    )
+    from distributor_core.state.outputs import (
+        PlannedOutput,
+        current_publication_outputs,
+        find_output,
+        managed_paths,
+        merge_output_records,
+        merge_owner_outputs,
+        output_owner,
+        outputs_of,
+        owned_paths,
+        owner_record_of,
+        path_ownership_conflict,
+        project_outputs,
+        project_shared_outputs,
+        project_single_owner_outputs,
+        remove_missing_outputs,
+        remove_outputs,
+        replace_owner_outputs,
+        shared_root_migration_base,
+        upsert_owner,
+    )
+    from distributor_core.state.prune import (
+        PruneCandidate,
+        PrunePlan,
+        PrunePolicy,
+        check_owner,
+        plan_prune,
+        prune_candidates,
+        select_prune,
+    )
+    from distributor_core.state.validate import (
+        check_http_url,
+        validate_shared_root,
+        validate_single_owner,
+        validate_state,
+    )
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "codec": (
+            "marshal_state",
+            "parse_shared_root",
+            "parse_single_owner",
+            "parse_state_document",
+            "state_to_obj",
+        ),
+        "errors": (
+            "StateError",
+            "go_quote",
+        ),
+        "model": (
+            "LEGACY_SCHEMA_VERSION",
+            "OUTPUT_KIND_GENERATED",
+            "OUTPUT_KIND_SOURCE",
+            "OUTPUT_KINDS",
+            "RECONCILIATION_MERGE",
+            "RECONCILIATION_MODES",
+            "RECONCILIATION_REPLACE",
+            "SHARED_ROOT_SCHEMA_VERSION",
+            "SINGLE_OWNER_SCHEMA_VERSION",
+            "STATE_MODE_SHARED_ROOT",
+            "STATE_MODE_SINGLE_OWNER",
+            "AnyOutputRecord",
+            "OutputRecord",
+            "OwnerRecord",
+            "OwnerScope",
+            "SharedOutputRecord",
+            "SharedRootState",
+            "SingleOwnerState",
+            "StateDocument",
+        ),
+        "outputs": (
+            "PlannedOutput",
+            "current_publication_outputs",
+            "find_output",
+            "managed_paths",
+            "merge_output_records",
+            "merge_owner_outputs",
+            "output_owner",
+            "outputs_of",
+            "owned_paths",
+            "owner_record_of",
+            "path_ownership_conflict",
+            "project_outputs",
+            "project_shared_outputs",
+            "project_single_owner_outputs",
+            "remove_missing_outputs",
+            "remove_outputs",
+            "replace_owner_outputs",
+            "shared_root_migration_base",
+            "upsert_owner",
+        ),
+        "prune": (
+            "PruneCandidate",
+            "PrunePlan",
+            "PrunePolicy",
+            "check_owner",
+            "plan_prune",
+            "prune_candidates",
+            "select_prune",
+        ),
+        "validate": (
+            "check_http_url",
+            "validate_shared_root",
+            "validate_single_owner",
+            "validate_state",
+        ),
+    },
 )
 
 __all__ = [

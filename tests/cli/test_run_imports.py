@@ -1,0 +1,107 @@
+"""``distributor run`` imports only what its config and its bundles need (issue 17 start-up).
+
+Each case runs the console entry point in a fresh interpreter and reads back ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.bundle.conftest import make_bundle
+
+_PROBE = """
+import json, sys
+from distributor_core.cli.main import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "loaded": sorted(sys.modules)}))
+"""
+
+#: never needed by a run of a plain local config: the upload server, the remote backends'
+#: libraries, Markdown rendering, Dagster
+NEVER_FOR_LOCAL = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "boto3",
+    "botocore",
+    "paramiko",
+    "markdown_it",
+    "dagster",
+    "distributor_core.server",
+    "distributor_core.transform.markdown",
+    "distributor_core.storage.s3",
+    "distributor_core.storage.sftp",
+)
+
+#: the write protocol and state decoding: needed only once there is a bundle to plan
+PUBLICATION_ONLY = (
+    "msgspec",
+    "distributor_core.execute.publish",
+    "distributor_core.execute.executor",
+    "distributor_core.plan.decide",
+    "distributor_core.state.codec",
+    "distributor_core.compare",
+)
+
+
+#: pydantic's plugin look-up imports importlib.metadata when it builds a schema: loading a config
+#: builds none (config/construct.py)
+NO_SCHEMA_BUILD = ("importlib.metadata",)
+
+
+def _run(config: Path, *extra: str) -> tuple[int, list[str], str]:
+    argv = ["run", "--config", str(config), "--dry-run", *extra]
+    out = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    result = json.loads(lines[-1])
+    return result["code"], result["loaded"], "\n".join(lines[:-1])
+
+
+def _config(tmp_path: Path, source: Path) -> Path:
+    source.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "distributor.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "pipelines": [
+                    {
+                        "id": "local",
+                        "source": {"backend": "local", "path": str(source)},
+                        "destinations": [{"id": "disk", "backend": "local", "path": str(tmp_path / "dst")}],
+                    }
+                ]
+            }
+        )
+    )
+    return config
+
+
+def _top(loaded: list[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in loaded)
+
+
+def test_a_run_over_an_empty_source_imports_neither_the_server_nor_remote_backends_nor_the_write_protocol(
+    tmp_path: Path,
+) -> None:
+    code, loaded, out = _run(_config(tmp_path, tmp_path / "src"))
+    assert code == 0
+    assert "Run: pipelines=1 actions=0 failed=0 dry_run=true" in out
+    for name in (*NEVER_FOR_LOCAL, *PUBLICATION_ONLY, *NO_SCHEMA_BUILD):
+        assert not _top(loaded, name), f"run over an empty local source imported {name}"
+
+
+def test_a_run_with_a_bundle_loads_the_write_protocol_when_it_plans_but_still_no_remote_library(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "src"
+    make_bundle(source / "daily")
+    code, loaded, out = _run(_config(tmp_path, source))
+    assert code == 0
+    assert "Run: pipelines=1 actions=1 failed=0 dry_run=true" in out
+    for name in PUBLICATION_ONLY:
+        assert _top(loaded, name), f"planning a bundle did not import {name}"
+    for name in NEVER_FOR_LOCAL:
+        assert not _top(loaded, name), f"run over a local source imported {name}"
