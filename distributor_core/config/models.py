@@ -241,7 +241,9 @@ class TransferPolicy(_Model):
 
 
 class ValidationPolicy(_Model):
-    """The pipeline ``validation`` block: empty (digest verification is always on)."""
+    """The pipeline ``validation`` block (digest verification is always on)."""
+
+    cache: bool = True
 
 
 class Destination(_Model):

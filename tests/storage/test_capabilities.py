@@ -33,6 +33,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
         Feature.NONBLOCKING_OPEN,
+        Feature.FILE_IDENTITY,
         Feature.PARALLEL_WRITES,
         Feature.PARALLEL_READS,
     },
