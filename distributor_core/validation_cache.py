@@ -138,15 +138,16 @@ class ValidationCache:
 
     ``hits`` and ``misses`` count lookups (for reports and tests)."""
 
-    __slots__ = ("_new", "_old", "checked_ns", "file", "hits", "misses", "root")
+    __slots__ = ("_new", "_old", "_stored_ns", "checked_ns", "file", "hits", "misses", "root")
 
-    def __init__(self, root: str, file: Path | None, old: dict[str, _Entry] | None = None,
-                 *, checked_ns: int | None = None) -> None:
+    def __init__(self, root: str, file: Path | None, *, checked_ns: int | None = None) -> None:
         self.root = root
         self.file = file
         #: what the last run recorded; None until first needed (read from ``file`` then)
-        self._old: dict[str, _Entry] | None = old if old is not None or file is not None else {}
+        self._old: dict[str, _Entry] | None = None
         self._new: dict[str, _Entry] = {}
+        #: ``checked_ns`` of the stored cache (its entries must have settled by then)
+        self._stored_ns = 0
         #: this run's reference moment: taken before any file of this run is looked at
         self.checked_ns = time.time_ns() if checked_ns is None else checked_ns
         self.hits = 0
@@ -179,18 +180,26 @@ class ValidationCache:
             return {}
         if stored.format != FORMAT or stored.root != self.root or stored.checked_ns > self.checked_ns:
             return {}  # another layout, a hash collision, or the clock went back
-        checked = stored.checked_ns
-        return {path: entry for path, entry in stored.entries.items() if settled(entry, checked)}
+        self._stored_ns = stored.checked_ns
+        return stored.entries  # each entry's margin is checked when it is looked up
 
     def __len__(self) -> int:
-        return len(self._entries())
+        """Entries of the stored cache that may be trusted."""
+        entries = self._entries()
+        return sum(1 for entry in entries.values() if settled(entry, self._stored_ns))
 
     def trusted(self, path: str, identity: Identity | None, size: object, sha256: object) -> bool:
         """True when ``path`` last hashed to ``sha256`` with exactly this ``identity`` (and
         ``size``); the entry is then kept for the next run."""
         if identity is not None:
             entry = self._entries().get(path)
-            if entry is not None and entry[:5] == identity and entry[2] == size and entry[5] == sha256:
+            if (
+                entry is not None
+                and entry[:5] == identity
+                and entry[2] == size
+                and entry[5] == sha256
+                and settled(identity, self._stored_ns)
+            ):
                 self._new[path] = entry
                 self.hits += 1
                 return True
