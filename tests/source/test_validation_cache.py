@@ -180,3 +180,31 @@ def test_validation_with_a_cache_records_and_still_reports_the_first_broken_file
     validate_source_bundle(storage, "b", manifest, cache=cache, manifest_checked=True)
     assert set(cache._new) == {"b/one.txt", "b/two.txt", "b/three.txt"}
     assert cache.misses == 3 and cache.hits == 0
+
+
+def test_the_upload_servers_publication_never_uses_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``publish_source_bundle`` (what ``serve`` runs on a staged upload) hashes every file and
+    neither reads nor writes a validation cache, even for a pipeline with a local source."""
+    from distributor_core.app.run import publish_source_bundle
+    from distributor_core.config import load_config
+
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("DISTRIBUTOR_CACHE_DIR", str(cache_dir))
+    staged = tmp_path / "staged"
+    make_bundle(staged, {"a.txt": b"a\n"})
+    config_file = tmp_path / "distributor.yml"
+    config_file.write_text(
+        f"pipelines: [{{id: reports, source: {{backend: local, path: {staged}}}, "
+        f"destinations: [{{id: out, backend: local, path: {tmp_path / 'out'}}}]}}]\n"
+    )
+    config = load_config(config_file)
+    # a cache for the staged root: a run that used it would rewrite (or remove) it afterwards
+    file = vc.cache_file(str(staged), {"DISTRIBUTOR_CACHE_DIR": str(cache_dir)})
+    assert file is not None
+    file.parent.mkdir(parents=True)
+    old = NOW - 10 * S + 5
+    file.write_bytes(vc.encode(str(staged), NOW, {"b/x.txt": (1, 2, 3, old, old, SHA)}))
+    before = file.read_bytes()
+    report = publish_source_bundle(config, "reports", LocalStorage(staged), "")
+    assert report.ok and [a.action for a in report.actions] == ["publish_new"]
+    assert file.read_bytes() == before and os.listdir(file.parent) == [file.name]
