@@ -6,6 +6,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from distributor_core.config import (
@@ -500,7 +501,7 @@ def test_pipeline_and_destination_lookups() -> None:
 
 def test_models_are_immutable() -> None:
     config = load(MINIMAL)
-    with pytest.raises(ValueError):
+    with pytest.raises(AttributeError):
         config.pipelines[0].destinations[0].state.mode = "shared_root"  # type: ignore[misc]
 
 
