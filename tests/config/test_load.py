@@ -6,7 +6,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from distributor_core.config import (
