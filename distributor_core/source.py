@@ -9,7 +9,7 @@ the storage protocol only, streaming each listed file once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from distributor_core import paths as lp
@@ -28,7 +28,7 @@ from distributor_core.bundle import (
 from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
-from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.base import CHUNK_SIZE, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.validation_cache import ValidationCache
@@ -42,6 +42,7 @@ __all__ = [
     "SourceBundle",
     "ValidatedContent",
     "check_source_files",
+    "discover",
     "discover_bundles",
     "load_source_manifest",
     "manifest_path",
@@ -112,7 +113,15 @@ def _file_paths(bundle_path: str, records) -> list[str]:
 
 
 def discover_bundles(storage: Storage, prefix: str = "", *, limit: int = DISCOVERY_LIMIT) -> list[str]:
-    """Bundle paths under ``prefix`` (relative to the backend root), sorted.
+    """Bundle paths under ``prefix`` (relative to the backend root), sorted (:func:`discover`)."""
+    return discover(storage, prefix, limit=limit)[0]
+
+
+def discover(
+    storage: Storage, prefix: str = "", *, limit: int = DISCOVERY_LIMIT
+) -> tuple[list[str], dict[str, FileIdentity]]:
+    """Bundle paths under ``prefix`` (relative to the backend root), sorted, and the identity of
+    every regular file the walk saw (``Entry.identity``: only where the storage reports it).
 
     A bundle path is a directory that holds an entry named ``manifest.json`` (a symlinked or
     special one is found too, so that loading reports it); directories below a
@@ -124,7 +133,8 @@ def discover_bundles(storage: Storage, prefix: str = "", *, limit: int = DISCOVE
     entries = storage.walk(prefix, limit=limit, include_dirs=False)
     candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
     bundles = [path for path in candidates if not _inside_another(path, candidates, prefix)]
-    return sorted(bundles)
+    identities = {e.path: e.identity for e in entries if e.identity is not None}
+    return sorted(bundles), identities
 
 
 def _inside_another(path: str, candidates: set[str], prefix: str) -> bool:
@@ -180,6 +190,7 @@ def validate_source_bundle(
     keep: ValidatedContent | None = None,
     manifest_checked: bool = False,
     cache: ValidationCache | None = None,
+    identities: Mapping[str, FileIdentity] | None = None,
 ) -> Manifest:
     """Validate ``manifest`` and every listed file of the bundle at ``bundle_path``.
 
@@ -199,6 +210,8 @@ def validate_source_bundle(
     identity (device, inode, size, mtime, ctime) and recorded size and sha256 match the cache
     entry is not read at all (nor kept: publishing reads and verifies it); every other file is
     hashed as without a cache and, when it matches, recorded (``distributor_core.validation_cache``).
+    ``identities``: what the discovery walk saw (:func:`discover`), taken before any file was
+    read; a file it lacks is hashed. Without it every file is ``lstat``-ed here.
     """
     if not manifest_checked and not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
@@ -207,12 +220,16 @@ def validate_source_bundle(
     threads = capabilities.read_threads(len(records), sum(_size(r) for r in records))
     open_first = Feature.NONBLOCKING_OPEN in capabilities
     targets = _file_paths(bundle_path, records)
-    identities = None
+    found: list[FileIdentity | None] | None = None
     if cache is not None and Feature.FILE_IDENTITY in capabilities and records:
-        try:
-            identities = storage.file_identities(targets)
-        except StorageError:
-            identities = None  # hash everything, as without a cache
+        if identities is not None:
+            get = identities.get
+            found = [get(target) for target in targets]
+        else:
+            try:
+                found = storage.file_identities(targets)
+            except StorageError:
+                found = None  # hash everything, as without a cache
     callback = progress
     if threads > 1 and progress is not None:
         report = threading.Lock()
@@ -221,7 +238,7 @@ def validate_source_bundle(
             with report:
                 progress(done)
 
-    if identities is None or cache is None:
+    if found is None or cache is None:
         run_ordered(
             len(records),
             lambda index: _validate_file(storage, targets[index], records[index], callback, keep, open_first),
@@ -232,7 +249,7 @@ def validate_source_bundle(
     trusted = cache.trusted
     pending = [
         index
-        for index, (target, record, identity) in enumerate(zip(targets, records, identities, strict=True))
+        for index, (target, record, identity) in enumerate(zip(targets, records, found, strict=True))
         if not trusted(target, identity, record.size, record.sha256)
     ]
     if not pending:
@@ -244,7 +261,7 @@ def validate_source_bundle(
         index = pending[position]
         record = records[index]
         _validate_file(storage, targets[index], record, callback, keep, open_first)
-        cache.record(targets[index], identities[index], record.sha256)
+        cache.record(targets[index], found[index], record.sha256)
 
     run_ordered(len(pending), check, threads=threads, name="distributor-validate")
     return manifest

@@ -58,9 +58,10 @@ class Feature(StrEnum):
     #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
     STORED_SHA256 = "stored_sha256"
     #: ``file_identities`` reports the device, inode, size, mtime and ctime (ns) of regular files
-    #: reached without a symlink below the root, so source validation may trust its validation
-    #: cache for a file whose identity is unchanged. Without the feature ``file_identities`` is
-    #: refused with ``unsupported`` and every file is hashed.
+    #: reached without a symlink below the root (and walks report them as ``Entry.identity``),
+    #: so source validation may trust its validation cache for a file whose identity is
+    #: unchanged. Without the feature ``file_identities`` is refused with ``unsupported`` and
+    #: every file is hashed.
     FILE_IDENTITY = "file_identity"
     #: several outputs may be written at once (``Capabilities.parallel_writes`` > 1).
     PARALLEL_WRITES = "parallel_writes"
