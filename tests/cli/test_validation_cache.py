@@ -135,6 +135,8 @@ def _rewrite_same_size_and_mtime(path: Path, data: bytes) -> None:
 
 def test_a_rerun_over_an_unchanged_source_reads_no_listed_file(tmp_path: Path) -> None:
     s = _setup(tmp_path)
+    dry = s.run("--dry-run")
+    assert (dry.code, _action(dry)) == (0, "publish_new") and not s.cache_path.exists()  # a dry run writes no cache
     first = s.run()
     assert (first.code, _action(first)) == (0, "publish_new"), first.stderr
     assert first.opened == ALL | {"manifest.json"}  # every file hashed, each read once
