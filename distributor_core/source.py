@@ -9,7 +9,7 @@ the storage protocol only, streaming each listed file once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from distributor_core import paths as lp
@@ -42,7 +42,6 @@ __all__ = [
     "SourceBundle",
     "ValidatedContent",
     "check_source_files",
-    "discover",
     "discover_bundles",
     "load_source_manifest",
     "manifest_path",
@@ -113,28 +112,44 @@ def _file_paths(bundle_path: str, records) -> list[str]:
 
 
 def discover_bundles(storage: Storage, prefix: str = "", *, limit: int = DISCOVERY_LIMIT) -> list[str]:
-    """Bundle paths under ``prefix`` (relative to the backend root), sorted (:func:`discover`)."""
-    return discover(storage, prefix, limit=limit)[0]
-
-
-def discover(
-    storage: Storage, prefix: str = "", *, limit: int = DISCOVERY_LIMIT
-) -> tuple[list[str], dict[str, FileIdentity]]:
-    """Bundle paths under ``prefix`` (relative to the backend root), sorted, and the identity of
-    every regular file the walk saw (``Entry.identity``: only where the storage reports it).
+    """Bundle paths under ``prefix`` (relative to the backend root), sorted.
 
     A bundle path is a directory that holds an entry named ``manifest.json`` (a symlinked or
     special one is found too, so that loading reports it); directories below a
     bundle are part of it and are not searched for further bundles. Reserved names
-    (``.distributor-tmp-*`` staging directories, state files, ...) are ignored. Walking more
+    (``.distributor-tmp-*`` staging directories, state files, ...) are ignored. Listing more
     than ``limit`` entries raises ``StorageError`` (``limit_exceeded``).
+
+    A backend with ``RECURSIVE_LISTING`` (S3: a few paged requests for a whole prefix) is walked
+    in one listing; any other is listed directory by directory, and a bundle's directories are
+    never listed, so discovery costs one listing per directory above the bundles, not one entry
+    per bundle file.
     """
     lp.validate_prefix(prefix)
-    entries = storage.walk(prefix, limit=limit, include_dirs=False)
-    candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
-    bundles = [path for path in candidates if not _inside_another(path, candidates, prefix)]
-    identities = {e.path: e.identity for e in entries if e.identity is not None}
-    return sorted(bundles), identities
+    if Feature.RECURSIVE_LISTING in storage.capabilities:
+        entries = storage.walk(prefix, limit=limit, include_dirs=False)
+        candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
+        return sorted(path for path in candidates if not _inside_another(path, candidates, prefix))
+    return sorted(_bundles_by_directory(storage, prefix, limit))
+
+
+def _bundles_by_directory(storage: Storage, prefix: str, limit: int) -> list[str]:
+    bundles: list[str] = []
+    listed = 0
+    pending = [prefix]
+    while pending:
+        directory = pending.pop()
+        children = [
+            entry for entry in storage.list(directory) if not lp.is_reserved_path(lp.relative_to(entry.path, prefix))
+        ]
+        listed += len(children)
+        if listed > limit:
+            raise storage.error("walk", prefix, ErrorKind.LIMIT_EXCEEDED, f"walk limit of {limit} entries exceeded")
+        if any(not entry.is_dir and lp.basename(entry.path) == MANIFEST_NAME for entry in children):
+            bundles.append(directory)
+        else:
+            pending.extend(entry.path for entry in children if entry.is_dir)
+    return bundles
 
 
 def _inside_another(path: str, candidates: set[str], prefix: str) -> bool:
@@ -190,7 +205,6 @@ def validate_source_bundle(
     keep: ValidatedContent | None = None,
     manifest_checked: bool = False,
     cache: ValidationCache | None = None,
-    identities: Mapping[str, FileIdentity] | None = None,
 ) -> Manifest:
     """Validate ``manifest`` and every listed file of the bundle at ``bundle_path``.
 
@@ -210,8 +224,6 @@ def validate_source_bundle(
     identity (device, inode, size, mtime, ctime) and recorded size and sha256 match the cache
     entry is not read at all (nor kept: publishing reads and verifies it); every other file is
     hashed as without a cache and, when it matches, recorded (``distributor_core.validation_cache``).
-    ``identities``: what the discovery walk saw (:func:`discover`), taken before any file was
-    read; a file it lacks is hashed. Without it every file is ``lstat``-ed here.
     """
     if not manifest_checked and not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
@@ -222,14 +234,10 @@ def validate_source_bundle(
     targets = _file_paths(bundle_path, records)
     found: list[FileIdentity | None] | None = None
     if cache is not None and Feature.FILE_IDENTITY in capabilities and records:
-        if identities is not None:
-            get = identities.get
-            found = [get(target) for target in targets]
-        else:
-            try:
-                found = storage.file_identities(targets)
-            except StorageError:
-                found = None  # hash everything, as without a cache
+        try:
+            found = storage.file_identities(targets)
+        except StorageError:
+            found = None  # hash everything, as without a cache
     callback = progress
     if threads > 1 and progress is not None:
         report = threading.Lock()

@@ -27,7 +27,7 @@ from distributor_core.config import Config, Destination, Environment, Pipeline, 
 from distributor_core.source import (
     SourceBundle,
     ValidatedContent,
-    discover,
+    discover_bundles,
     load_source_manifest,
     validate_source_bundle,
 )
@@ -101,11 +101,7 @@ def load_and_validate(
     """Discover and validate a pipeline's bundles. Returns the valid bundles and (path, error)
     for invalid ones. Discovery failures raise (a setup failure). ``cache``: the validation
     cache of a local source (``distributor run`` only; see :func:`validation_caches`)."""
-    identities = None
-    if options.bundle_path is not None:
-        paths = [options.bundle_path]
-    else:
-        paths, identities = discover(source)
+    paths = [options.bundle_path] if options.bundle_path is not None else discover_bundles(source)
     bundles: list[SourceBundle] = []
     invalid: list[tuple[str, str]] = []
     # small files are published from the bytes validation read (one budget per pipeline run)
@@ -126,7 +122,6 @@ def load_and_validate(
                 keep=content,
                 manifest_checked=True,  # load_source_manifest validated it
                 cache=cache,
-                identities=identities,  # the walk's lstat of each file: no second one
             )
         except BundleError as exc:
             invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))

@@ -44,9 +44,6 @@ class Entry:
     size: int = 0
     mtime: datetime | None = None
     revision: str | None = None
-    #: a regular file's identity where the backend declares ``Feature.FILE_IDENTITY`` and the
-    #: entry comes from a walk (what ``file_identities`` would answer at that moment); else None
-    identity: FileIdentity | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_dir(self) -> bool:

@@ -58,11 +58,15 @@ class Feature(StrEnum):
     #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
     STORED_SHA256 = "stored_sha256"
     #: ``file_identities`` reports the device, inode, size, mtime and ctime (ns) of regular files
-    #: reached without a symlink below the root (and walks report them as ``Entry.identity``),
-    #: so source validation may trust its validation cache for a file whose identity is
-    #: unchanged. Without the feature ``file_identities`` is refused with ``unsupported`` and
-    #: every file is hashed.
+    #: reached without a symlink below the root, so source validation may trust its validation
+    #: cache for a file whose identity is unchanged. Without the feature ``file_identities`` is
+    #: refused with ``unsupported`` and every file is hashed.
     FILE_IDENTITY = "file_identity"
+    #: ``walk`` lists everything under a prefix in a few paged requests whatever the directory
+    #: structure (S3 ``ListObjectsV2`` without a delimiter; rclone's ``ListR``), so one walk is
+    #: cheaper than listing directory by directory. Without it a directory costs a listing of its
+    #: own, and source discovery lists only the directories above the bundles.
+    RECURSIVE_LISTING = "recursive_listing"
     #: several outputs may be written at once (``Capabilities.parallel_writes`` > 1).
     PARALLEL_WRITES = "parallel_writes"
     #: several files may be streamed at once (``Capabilities.parallel_reads`` > 1).

@@ -455,11 +455,6 @@ class LocalStorage(Storage):
                         size=info.st_size if kind != "directory" else 0,
                         mtime=datetime.fromtimestamp(info.st_mtime, UTC),
                         revision=_revision(info),
-                        identity=(
-                            (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-                            if kind == "file"
-                            else None
-                        ),
                     )
                     if kind == "directory" and recursive:
                         stack.append((item.path, child))

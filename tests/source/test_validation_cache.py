@@ -13,7 +13,7 @@ import pytest
 
 from distributor_core import validation_cache as vc
 from distributor_core.bundle import BundleValidationError
-from distributor_core.source import discover, load_source_manifest, validate_source_bundle
+from distributor_core.source import load_source_manifest, validate_source_bundle
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
@@ -209,24 +209,3 @@ def test_the_upload_servers_publication_never_uses_the_cache(tmp_path: Path, mon
     assert report.ok and [a.action for a in report.actions] == ["publish_new"]
     assert file.read_bytes() == before and os.listdir(file.parent) == [file.name]
 
-
-def test_discovery_reports_each_regular_files_identity(tmp_path: Path) -> None:
-    root = tmp_path / "spool"
-    make_bundle(root / "b", {"one.txt": b"one\n", "sub/two.txt": b"two\n"})
-    os.symlink(root / "b" / "one.txt", root / "b" / "link.txt")
-    storage = LocalStorage(root)
-    bundles, identities = discover(storage)
-    assert bundles == ["b"]
-    assert set(identities) == {"b/one.txt", "b/sub/two.txt", "b/manifest.json"}  # no symlink
-    info = os.lstat(root / "b" / "sub" / "two.txt")
-    assert identities["b/sub/two.txt"] == (info.st_dev, info.st_ino, 4, info.st_mtime_ns, info.st_ctime_ns)
-    assert identities["b/one.txt"] == storage.file_identities(["b/one.txt"])[0]
-    # validation takes them instead of a second lstat; a file the walk did not see is hashed
-    manifest = load_source_manifest(storage, "b")
-    cache = vc.ValidationCache(str(root), None, checked_ns=time.time_ns() + 10 * S)
-    validate_source_bundle(storage, "b", manifest, cache=cache, identities=identities, manifest_checked=True)
-    again = vc.ValidationCache(str(root), None, checked_ns=cache.checked_ns)
-    again._old, again._stored_ns = dict(cache._new), cache.checked_ns
-    partial = {"b/one.txt": identities["b/one.txt"]}
-    validate_source_bundle(storage, "b", manifest, cache=again, identities=partial, manifest_checked=True)
-    assert (again.hits, again.misses) == (1, 1)
