@@ -254,12 +254,7 @@ def validate_source_bundle(
             name="distributor-validate",
         )
         return manifest
-    trusted = cache.trusted
-    pending = [
-        index
-        for index, (target, record, identity) in enumerate(zip(targets, records, found, strict=True))
-        if not trusted(target, identity, record.size, record.sha256)
-    ]
+    pending = cache.untrusted(targets, found, records)
     if not pending:
         return manifest
     if len(pending) < len(records):

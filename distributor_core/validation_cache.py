@@ -33,7 +33,7 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +205,29 @@ class ValidationCache:
                 return True
         self.misses += 1
         return False
+
+    def untrusted(
+        self, paths: Sequence[str], identities: Sequence[Identity | None], records: Sequence[Any]
+    ) -> list[int]:
+        """Indexes of the files that must be hashed: :meth:`trusted` for each path, its current
+        identity and its manifest record (``size``, ``sha256``), in one pass."""
+        entries = self._entries()
+        new = self._new
+        subsecond = self._stored_ns - SUBSECOND_MARGIN_NS
+        whole = self._stored_ns - WHOLE_SECOND_MARGIN_NS
+        pending: list[int] = []
+        for index, (path, identity, record) in enumerate(zip(paths, identities, records, strict=True)):
+            entry = entries.get(path) if identity is not None else None
+            if entry is not None and entry[:5] == identity and entry[2] == record.size and entry[5] == record.sha256:
+                mtime_ns, ctime_ns = entry[3], entry[4]
+                limit = subsecond if mtime_ns % _SECOND and ctime_ns % _SECOND else whole
+                if mtime_ns < limit and ctime_ns < limit:  # settled(entry, stored_ns), inline
+                    new[path] = entry
+                    continue
+            pending.append(index)
+        self.hits += len(paths) - len(pending)
+        self.misses += len(pending)
+        return pending
 
     def record(self, path: str, identity: Identity | None, sha256: str) -> None:
         """``path``, whose identity was ``identity`` before it was read, hashed to ``sha256``."""

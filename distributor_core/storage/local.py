@@ -217,6 +217,7 @@ class LocalStorage(Storage):
         parents: dict[str, bool] = {}
         found: list[FileIdentity | None] = []
         append = found.append
+        lstat, is_regular, valid, prefix = os.lstat, st.S_ISREG, lp.is_valid_path, self._root_prefix
         for path in paths:
             parent = path.rpartition("/")[0]
             ok = parents.get(parent)
@@ -226,15 +227,15 @@ class LocalStorage(Storage):
                 except StorageError:
                     ok = False
                 parents[parent] = ok
-            if not ok or not lp.is_valid_path(path):
+            if not ok or not valid(path):
                 append(None)
                 continue
             try:
-                info = os.lstat(self._os_path(path))
+                info = lstat(f"{prefix}/{path}" if prefix is not None else self._os_path(path))
             except OSError:
                 append(None)
                 continue
-            if not st.S_ISREG(info.st_mode):
+            if not is_regular(info.st_mode):
                 append(None)
                 continue
             append((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
