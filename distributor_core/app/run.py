@@ -100,7 +100,7 @@ def load_and_validate(
 ) -> tuple[list[SourceBundle], list[tuple[str, str]]]:
     """Discover and validate a pipeline's bundles. Returns the valid bundles and (path, error)
     for invalid ones. Discovery failures raise (a setup failure). ``cache``: the validation
-    cache of a local source (``distributor run`` only; see :func:`validation_caches`)."""
+    cache of a local source (``distributor run`` only; see :func:`validation_cache`)."""
     paths = [options.bundle_path] if options.bundle_path is not None else discover_bundles(source)
     bundles: list[SourceBundle] = []
     invalid: list[tuple[str, str]] = []
@@ -158,12 +158,10 @@ def publish_pipeline(
 ) -> RunReport:
     """Validate and publish one pipeline's bundles from an open source; an invalid bundle fails
     the pipeline before any write (its destinations get failed entries). ``cache`` is saved once
-    validation is over (not on a dry run)."""
-    try:
-        bundles, invalid = load_and_validate(pipeline, source, options, cache=cache)
-    finally:
-        if cache is not None and not options.dry_run:
-            cache.save()
+    validation is over (not on a dry run, nor when discovery failed: the old cache then stays)."""
+    bundles, invalid = load_and_validate(pipeline, source, options, cache=cache)
+    if cache is not None and not options.dry_run:
+        cache.save()
     outcome = PipelineOutcome(pipeline, len(bundles) + len(invalid), error="; ".join(e for _, e in invalid))
     report = run_report([outcome], [], options)
     if invalid:
