@@ -342,6 +342,9 @@ class SSHConnection:
         if sftp is None:
             raise paramiko.SSHException("the server refused the sftp subsystem")
         try:
+            problems = wire.client_problems(sftp)
+            if problems:
+                raise SFTPUnavailable("; ".join(problems))
             sftp.get_channel().settimeout(self.endpoint.io_timeout)
             read_size, write_size = wire.server_limits(sftp)
         except BaseException:
