@@ -5,7 +5,9 @@ writes hashed and verified while they stream, renames, state) into a never-used 
 ``rclone copy`` of the same bundle directory to an sftp remote on the same sshd with the same
 client key and known_hosts file (rclone's defaults otherwise: ``--transfers 4``, 32 KiB
 ``chunk_size``, ``concurrency`` 64 requests in flight per file), alternating, each sample into
-a never-used directory. Peak RSS of both comes from GNU ``time -f %M``.
+a never-used directory. Peak RSS of both comes from GNU ``time -f %M``, CPU seconds (user + sys)
+from the rusage of the same child. The window and packet size sshd grants a session channel are
+read from paramiko after connecting, before the samples.
 
 sshd runs with ``LogLevel DEBUG1`` here, so the negotiated cipher and the channel window and
 packet size each client asked for are read from its log (``kex: client->server cipher`` and
@@ -51,6 +53,31 @@ def _wire_summary(text: str) -> str:
     return f"connections: {cipher_text}; sftp channels: {channel_text}"
 
 
+def _server_side(sshd) -> str:
+    """The window and packet size sshd grants a session channel, and our write request size."""
+    from distributor_core.storage import sftp_wire
+    from tests.peers.sshd import make_sftp_storage
+
+    storage = make_sftp_storage(sshd, sshd.make_sftp_root(f"probe-{secrets.token_hex(3)}"))
+    try:
+        channel = storage.connection.lease()
+        try:
+            ssh = channel.sftp.get_channel()
+            window, packet = ssh.out_window_size, ssh.out_max_packet_size
+            request = sftp_wire.write_request_size(channel.sftp, b"\0" * 4, channel.write_size)
+            cipher = ssh.get_transport().local_cipher
+        finally:
+            storage.connection.release(channel, True)
+    finally:
+        storage.close()
+    return (
+        f"sshd grants each session channel a window of {window // 1024} KiB and packets of {packet // 1024} KiB; "
+        f"ours (paramiko, cipher {cipher}) sends write requests of {request:,} data bytes (4-byte handle), "
+        f"up to {sftp_wire.WRITE_BYTES_IN_FLIGHT // c.MIB} MiB in flight per file; rclone copy runs --transfers 4 "
+        "files at once with its defaults (chunk_size 32 KiB, concurrency 64 requests in flight per file)"
+    )
+
+
 def main() -> c.Report:
     from tests.peers.process import stop_process
     from tests.peers.sshd import start_sshd
@@ -67,6 +94,7 @@ def main() -> c.Report:
         (sshd_dir := peers_dir / "sshd").mkdir()
         sshd, sshd_proc = start_sshd(sshd_dir, log_level="DEBUG1")
         log = sshd_dir / "sshd.log"
+        server_side = _server_side(sshd)
         rclone_env = {
             "RCLONE_CONFIG_BSFTP_TYPE": "sftp",
             "RCLONE_CONFIG_BSFTP_HOST": sshd.host,
@@ -80,6 +108,7 @@ def main() -> c.Report:
         }
         counter = iter(range(1_000_000))
         rss: dict[str, list[float]] = {"ours": [], "rclone": []}
+        cpu: dict[str, list[float]] = {"ours": [], "rclone": []}
         wire: dict[str, str] = {}
         offset = log.stat().st_size
 
@@ -105,6 +134,7 @@ def main() -> c.Report:
             if "status=completed" not in result.stdout:
                 raise RuntimeError(f"distributor run did not complete:\n{result.stdout[-2000:]}")
             rss["ours"].append(result.maxrss_kib / 1024)
+            cpu["ours"].append(result.cpu)
             wire["ours"], offset = _log_since(log, offset)
             return result.wall
 
@@ -115,6 +145,7 @@ def main() -> c.Report:
                 [c.RCLONE, "--config", "/dev/null", "copy", str(bundle), target], env=rclone_env, rss=True
             )
             rss["rclone"].append(result.maxrss_kib / 1024)
+            cpu["rclone"].append(result.cpu)
             wire["rclone"], offset = _log_since(log, offset)
             return result.wall
 
@@ -122,6 +153,7 @@ def main() -> c.Report:
         ours()
         rclone()
         rss = {name: [] for name in rss}
+        cpu = {name: [] for name in cpu}
         quiet = c.wait_for_quiet()
         samples = c.median_of({"ours": ours, "rclone": rclone})
         ours_s, rc = c.best(samples["ours"]), c.best(samples["rclone"])
@@ -143,15 +175,15 @@ def main() -> c.Report:
             "rclone",
         )
         c.add_samples(report, samples)
+        report.add(
+            "CPU (user+sys, client)", c.best(cpu["ours"]), c.best(cpu["rclone"]), "s", "(reference)", None, "rclone"
+        )
         c.add_samples(report, rss, unit="peak RSS MiB")
+        c.add_samples(report, cpu, unit="CPU s")
         report.notes.append(quiet)
         report.notes.append(f"ours, last sample: {_wire_summary(wire['ours'])}")
         report.notes.append(f"rclone, last sample: {_wire_summary(wire['rclone'])}")
-        report.notes.append(
-            "sshd's own side: OpenSSH's session channel window and packet size (2 MiB / 32 KiB by default) "
-            "bound each channel's writes in flight; rclone copy runs --transfers 4 files at once, 64 "
-            "requests of 32 KiB in flight per file"
-        )
+        report.notes.append(server_side)
         c.save(report)
         return report
     finally:
