@@ -71,7 +71,8 @@ def _server_side(sshd) -> str:
     finally:
         storage.close()
     return (
-        f"sshd grants each session channel a window of {window // 1024} KiB and packets of {packet // 1024} KiB; "
+        f"sshd grants each session channel a window of {window / c.MIB:.1f} MiB (left after the SFTP "
+        f"handshake) and packets of {packet // 1024} KiB; "
         f"ours (paramiko, cipher {cipher}) sends write requests of {request:,} data bytes (4-byte handle), "
         f"up to {sftp_wire.WRITE_BYTES_IN_FLIGHT // c.MIB} MiB in flight per file; rclone copy runs --transfers 4 "
         "files at once with its defaults (chunk_size 32 KiB, concurrency 64 requests in flight per file)"
