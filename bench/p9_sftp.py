@@ -96,17 +96,7 @@ def main() -> c.Report:
         sshd, sshd_proc = start_sshd(sshd_dir, log_level="DEBUG1")
         log = sshd_dir / "sshd.log"
         server_side = _server_side(sshd)
-        rclone_env = {
-            "RCLONE_CONFIG_BSFTP_TYPE": "sftp",
-            "RCLONE_CONFIG_BSFTP_HOST": sshd.host,
-            "RCLONE_CONFIG_BSFTP_PORT": str(sshd.port),
-            "RCLONE_CONFIG_BSFTP_USER": sshd.user,
-            "RCLONE_CONFIG_BSFTP_KEY_FILE": str(sshd.client_key_path),
-            "RCLONE_CONFIG_BSFTP_KNOWN_HOSTS_FILE": str(sshd.known_hosts_path),
-            # rclone would otherwise run md5sum/sha1sum over ssh after each file (a shell
-            # command this sshd's nologin account cannot run); ours hashes while it writes
-            "RCLONE_CONFIG_BSFTP_DISABLE_HASHCHECK": "true",
-        }
+        rclone_env = c.rclone_sftp_env(sshd)
         counter = iter(range(1_000_000))
         rss: dict[str, list[float]] = {"ours": [], "rclone": []}
         cpu: dict[str, list[float]] = {"ours": [], "rclone": []}
