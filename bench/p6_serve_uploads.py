@@ -158,16 +158,19 @@ def main() -> c.Report:
         peer, peer_base = _start_rclone(work)
         quiet = c.wait_for_quiet()
 
-        client = httpx.Client(timeout=60.0, limits=httpx.Limits(max_connections=UPLOADS + 5))
-        peer_client = httpx.Client(timeout=60.0, limits=httpx.Limits(max_connections=UPLOADS + 5))
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"}
 
-        def upload(index: int) -> object:
-            return client.post(f"{base}/v1/pipelines/bench.uploads/upload", content=archives[index], headers=headers)
+        def new_client() -> httpx.Client:
+            # a fresh client (new connections) per burst: a connection kept alive since the last
+            # burst may be closed by the server's keep-alive timeout just as it is reused
+            return httpx.Client(timeout=60.0, limits=httpx.Limits(max_connections=UPLOADS + 5))
 
         def ours() -> tuple[list[float], list[object], dict[str, str], float]:
+            client = new_client()
             started = time.perf_counter()
-            latencies, responses = _burst(upload)
+            latencies, responses = _burst(
+                lambda i: client.post(f"{base}/v1/pipelines/bench.uploads/upload", content=archives[i], headers=headers)
+            )
             accepted = [r for r in responses if isinstance(r, httpx.Response) and r.status_code == 202]
             pending = {r.json()["run_id"] for r in accepted}
             deadline = time.monotonic() + 300
@@ -179,10 +182,12 @@ def main() -> c.Report:
                     if body.get("status") in ("succeeded", "failed"):
                         pending.discard(run_id)
                 time.sleep(0.2)
+            client.close()
             return latencies, responses, statuses, time.perf_counter() - started
 
         def theirs() -> tuple[list[float], list[object]]:
-            return _burst(lambda i: peer_client.put(f"{peer_base}/u{i:02d}.tar.gz", content=archives[i]))
+            with new_client() as peer_client:
+                return _burst(lambda i: peer_client.put(f"{peer_base}/u{i:02d}.tar.gz", content=archives[i]))
 
         # REPEAT bursts each, alternating which server goes first (the machine may be shared)
         rounds: list[dict] = []
@@ -194,8 +199,6 @@ def main() -> c.Report:
                 else:
                     result["peer"] = theirs()
             rounds.append(result)
-        client.close()
-        peer_client.close()
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
         server = None
@@ -251,7 +254,7 @@ def main() -> c.Report:
             "uploads land on one destination bundle path: an upload admitted after a newer one is skipped or "
             "conflicts, see docs/config.md"
         )
-        codes = sorted({getattr(x, "status_code", type(x).__name__) for r in rounds for x in r["ours"][1]})
+        codes = sorted({str(getattr(x, "status_code", type(x).__name__)) for r in rounds for x in r["ours"][1]})
         report.notes.append(f"response codes: {codes}")
         report.notes.append(quiet)
         c.save(report)
