@@ -71,7 +71,12 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
 
 
 def _burst(send) -> tuple[list[float], list[object]]:
-    """Call ``send(i)`` from UPLOADS threads released together; latencies and results."""
+    """Call ``send(i)`` from UPLOADS threads released together; latencies and results.
+
+    Dirty pages of earlier bursts (rclone's uploads and our publications are written without
+    fsync) are flushed first, so that the fsyncs of our admissions do not wait for their
+    writeback depending on which server went before."""
+    os.sync()
     barrier = threading.Barrier(UPLOADS)
     latencies: list[float] = [math.inf] * UPLOADS
     results: list[object] = [None] * UPLOADS
