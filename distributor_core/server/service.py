@@ -64,6 +64,7 @@ class Ticket:
     incoming: Path
     scope: tuple[str, str, str] | None
     reserved: bool = True
+    released: bool = False
 
     @property
     def archive(self) -> Path:
@@ -83,17 +84,18 @@ class Accepted:
 
 
 class _Handoff:
-    """Hands a pipeline's committed records to the publisher in ``seq`` order, although their
-    fsyncs end in any order: a record waits for every earlier one to be settled (kept or rolled
-    back); whichever thread settles the first one in line delivers it and the settled ones after
-    it. Taking a place in line never waits for a delivery (``_line`` is held for memory work
-    only; ``_delivery`` serialises the deliveries)."""
+    """Hands a pipeline's committed records on in ``seq`` order, although their fsyncs end in
+    any order: a record waits for every earlier one to be settled (kept or rolled back); whichever
+    thread settles the first one in line delivers it and the settled ones after it, then records
+    the highest number handed on in ``.seq`` (once per batch). Taking a place in line never waits
+    for a delivery (``_line`` is held for memory work only; ``_delivery`` serialises deliveries)."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_seq: Callable[[int], None] = lambda _seq: None) -> None:
         self._line = threading.Lock()
         self._delivery = threading.Lock()
         self._waiting: deque[int] = deque()
         self._settled: dict[int, sg.UploadRecord | None] = {}
+        self._write_seq = write_seq
 
     def expect(self, seq: int) -> None:
         """Take a place in line (call under the commit lock, in the order numbers are issued)."""
@@ -106,17 +108,24 @@ class _Handoff:
         with self._line:
             self._settled[seq] = record
         with self._delivery:
+            last = None
             while True:
                 with self._line:
                     if not self._waiting or self._waiting[0] not in self._settled:
-                        return
-                    ready = self._settled.pop(self._waiting.popleft())
+                        break
+                    last = self._waiting.popleft()
+                    ready = self._settled.pop(last)
                 if ready is None or deliver is None:
                     continue
                 try:
                     deliver(ready)
                 except Exception:  # accepted and durable: a restart queues it if this did not
                     log.exception("distributor: queueing upload %s failed", ready.run_id)
+            if last is not None:
+                try:
+                    self._write_seq(last)
+                except OSError as exc:  # repaired from the records at the next start
+                    log.warning("distributor: could not record admission number %d: %s", last, exc.strerror)
 
 
 @dataclass
@@ -124,7 +133,10 @@ class _Pipeline:
     staging: PipelineStaging
     max_upload_size: int
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
-    handoff: _Handoff = field(default_factory=_Handoff)
+    handoff: _Handoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.handoff = _Handoff(self.staging.write_seq)
 
 
 class UploadService:
@@ -163,8 +175,11 @@ class UploadService:
         self._opened = False
         self._janitor_stop = threading.Event()
         self._janitor: threading.Thread | None = None
-        #: called with each newly committed record (inline publisher); set by the publisher
+        #: called with each newly committed record, in ``seq`` order (inline publisher: queue it)
         self.on_accepted: Callable[[sg.UploadRecord], None] | None = None
+        #: called with each newly committed record in its request's own thread, before
+        #: ``on_accepted`` (inline publisher: record it ``queued``); returns the record to hand on
+        self.on_settled: Callable[[sg.UploadRecord], sg.UploadRecord] | None = None
         self.redactions = host_redactions(config)
 
     # ------------------------------------------------------------------ lifecycle
@@ -326,16 +341,22 @@ class UploadService:
             if ticket.scope is not None:
                 self._inflight.discard(ticket.scope)
                 ticket.scope = None
+            ticket.released = True
         try:
             sg.remove_tree(ticket.incoming)
         except Exception as exc:
             log.warning("distributor: could not remove a refused upload of pipeline %s (%s); "
                         "the next start sweeps it", ticket.pipeline_id, type(exc).__name__)
 
-    def stage_and_commit(self, ticket: Ticket, *, compressed: bool) -> Accepted:
-        """Extract and validate the received archive, then record the upload (or replay it)."""
-        manifest = self.stage(ticket, compressed=compressed)
-        return self.commit(ticket, manifest)
+    def stage_and_commit(self, ticket: Ticket, *, compressed: bool, release: bool = False) -> Accepted:
+        """Extract and validate the received archive, then record the upload (or replay it);
+        with ``release``, :meth:`release` the ticket on the way out, whatever happened."""
+        try:
+            manifest = self.stage(ticket, compressed=compressed)
+            return self.commit(ticket, manifest)
+        finally:
+            if release:
+                self.release(ticket)
 
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         """Extract and validate the archive, then fsync the bundle (outside any lock: the
@@ -400,6 +421,11 @@ class UploadService:
                 # visible and indexed, and it could not be rolled back: it is the accepted upload
                 # a restart would publish, so answer it as such (a retry replays it)
                 log.error("distributor: upload %s could not be made durable and was kept as accepted", run_id)
+            if self.on_settled is not None:
+                try:
+                    record = self.on_settled(record)
+                except Exception:  # accepted and durable: it is published all the same
+                    log.exception("distributor: preparing upload %s for its queue failed", run_id)
             with self._lock:
                 self._records[run_id] = record
                 if key_hash is not None:

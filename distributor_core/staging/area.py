@@ -263,12 +263,17 @@ class PipelineStaging:
         return directory
 
     def next_seq(self) -> int:
-        """The next admission number. ``.seq`` keeps the highest one issued, so numbers are never
-        reused after every record expired; the records themselves carry theirs (no fsync here)."""
+        """The next admission number (in memory; :meth:`write_seq` records it once the upload is
+        settled)."""
         self.last_seq += 1
-        atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX,
-                     durable=False)
         return self.last_seq
+
+    def write_seq(self, seq: int) -> None:
+        """Record ``seq`` in ``.seq``, the highest number issued, so numbers are never reused
+        after every record expired and the Dagster sensor sees that something was admitted. The
+        records carry their own numbers, so a lost update (no fsync here) is repaired from them at
+        the next start; the caller writes numbers in increasing order."""
+        atomic_write(self.path / ly.SEQ_NAME, f"{seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX, durable=False)
 
     def write_index(self, token_id: str, key_hash: str, run_id: str, *, durable: bool = True) -> Path:
         return write_index(self.path, token_id, key_hash, run_id, durable=durable and self.durable)

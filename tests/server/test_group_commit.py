@@ -34,20 +34,21 @@ def _record(run_id: str, seq: int) -> sg.UploadRecord:
 
 
 def test_the_handoff_delivers_in_seq_order_and_skips_rolled_back_uploads() -> None:
-    handoff = _Handoff()
+    written: list[int] = []
+    handoff = _Handoff(written.append)
     delivered: list[int] = []
     for seq in (1, 2, 3, 4):
         handoff.expect(seq)
     handoff.done(3, _record("reports.20260608T000000Z.00000003", 3), lambda r: delivered.append(r.seq))
     handoff.done(4, _record("reports.20260608T000000Z.00000004", 4), lambda r: delivered.append(r.seq))
-    assert delivered == []  # 1 and 2 are still settling
+    assert delivered == [] and written == []  # 1 and 2 are still settling
     handoff.done(1, None, lambda r: delivered.append(r.seq))  # rolled back: never delivered
-    assert delivered == []
+    assert delivered == [] and written == [1]
     handoff.done(2, _record("reports.20260608T000000Z.00000002", 2), lambda r: delivered.append(r.seq))
-    assert delivered == [2, 3, 4]
+    assert delivered == [2, 3, 4] and written == [1, 4]  # .seq once per batch, the highest number
     handoff.expect(5)
     handoff.done(5, _record("reports.20260608T000000Z.00000005", 5), lambda r: delivered.append(r.seq))
-    assert delivered == [2, 3, 4, 5]
+    assert delivered == [2, 3, 4, 5] and written == [1, 4, 5]
 
 
 def _burst(url: str, archives: list[bytes], *, keys: bool) -> list[tuple[httpx.Response, float, float]]:
@@ -133,6 +134,7 @@ def test_every_path_of_an_upload_is_fsynced_before_its_202(tmp_path: Path, monke
         for path in (run_dir / "upload.json", run_dir, entry, entry.parent, staging):
             assert synced_between(path, placed, answered), path
     assert sorted(r.seq for r in sg.list_records(staging)) == list(range(1, UPLOADS + 1))
+    assert (staging / ".seq").read_text() == f"{UPLOADS}\n"
 
 
 def test_the_publisher_gets_uploads_in_seq_order_when_fsyncs_end_out_of_order(
@@ -160,4 +162,7 @@ def test_the_publisher_gets_uploads_in_seq_order_when_fsyncs_end_out_of_order(
         wait_idle(server.service)
         by_seq = [r.run_id for r in sorted(server.service.records(), key=lambda r: r.seq)]
     assert published == by_seq
-    assert {r.status for r in sg.list_records(setup.staging("reports"))} == {"succeeded"}
+    records = sg.list_records(setup.staging("reports"))
+    assert {r.status for r in records} == {"succeeded"}
+    assert (setup.staging("reports") / ".seq").read_text() == f"{UPLOADS}\n"
+
