@@ -42,6 +42,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.CONDITIONAL_WRITES,
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
+        Feature.PARALLEL_WRITES,
     },
     "s3": {
         Feature.CONDITIONAL_WRITES,
