@@ -217,12 +217,19 @@ class Timed:
 GNU_TIME = "/usr/bin/time"
 
 
+#: what every child gets unless the environment says otherwise: the validation cache of local
+#: sources (issue 17 P3) lives under the work directory, never in the user's home, and is off, so a
+#: publication hashes every source file as ``rclone copy --checksum`` does; P3 turns it on
+CHILD_DEFAULTS = {"DISTRIBUTOR_CACHE_DIR": str(WORK / "validation-cache"), "DISTRIBUTOR_VALIDATION_CACHE": "off"}
+
+
 def run_timed(
     cmd: Sequence[str], *, env: dict | None = None, check: bool = True, cwd: Path | None = None, rss: bool = False
 ) -> Timed:
     """Run ``cmd``; wall-clock seconds and, with ``rss``, its peak RSS (through GNU time, so the
-    figure is the command's alone). ``env`` adds to the environment; ``None`` removes a variable."""
-    environment = {**os.environ, **(env or {})}
+    figure is the command's alone). ``env`` adds to the environment (over :data:`CHILD_DEFAULTS`);
+    ``None`` removes a variable."""
+    environment = {**CHILD_DEFAULTS, **os.environ, **(env or {})}
     environment = {k: v for k, v in environment.items() if v is not None}
     rss_file = None
     if rss:

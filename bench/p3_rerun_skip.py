@@ -22,13 +22,21 @@ import time
 
 from bench import common as c
 from bench.p2_small_local import FILES, small_bundle
-from distributor_core.validation_cache import CACHE_DIR_ENV, SUBSECOND_MARGIN_NS, ValidationCache, enabled_by_env
+from distributor_core.validation_cache import (
+    CACHE_DIR_ENV,
+    SUBSECOND_MARGIN_NS,
+    SWITCH_ENV,
+    ValidationCache,
+    enabled_by_env,
+)
 
 
 def main() -> c.Report:
     work = c.workdir("p3")
     previous = os.environ.get(CACHE_DIR_ENV)
     os.environ[CACHE_DIR_ENV] = str(work / "cache")
+    # the other scenarios' children run with the cache off (common.CHILD_DEFAULTS); this one measures it
+    switch = os.environ.setdefault(SWITCH_ENV, "on")
     try:
         src = work / "src"
         bundle = src / "b1"
@@ -92,6 +100,8 @@ def main() -> c.Report:
         c.save(report)
         return report
     finally:
+        if switch == "on":
+            os.environ.pop(SWITCH_ENV, None)
         if previous is None:
             os.environ.pop(CACHE_DIR_ENV, None)
         else:

@@ -28,7 +28,7 @@ from distributor_core.bundle import (
 from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
-from distributor_core.storage.base import CHUNK_SIZE, FileIdentity, Storage, iter_chunks
+from distributor_core.storage.base import CHUNK_SIZE, Entry, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.validation_cache import ValidationCache
@@ -41,6 +41,7 @@ __all__ = [
     "FileCheck",
     "SourceBundle",
     "ValidatedContent",
+    "bundles_in_listing",
     "check_source_files",
     "discover_bundles",
     "load_source_manifest",
@@ -127,10 +128,15 @@ def discover_bundles(storage: Storage, prefix: str = "", *, limit: int = DISCOVE
     """
     lp.validate_prefix(prefix)
     if Feature.RECURSIVE_LISTING in storage.capabilities:
-        entries = storage.walk(prefix, limit=limit, include_dirs=False)
-        candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
-        return sorted(path for path in candidates if not _inside_another(path, candidates, prefix))
+        return bundles_in_listing(storage.walk(prefix, limit=limit, include_dirs=False), prefix)
     return sorted(_bundles_by_directory(storage, prefix, limit))
+
+
+def bundles_in_listing(entries: Iterable[Entry], prefix: str = "") -> list[str]:
+    """The bundle paths of a finished recursive walk of ``prefix`` (files, reserved names left
+    out), sorted: what :func:`discover_bundles` finds, for a caller that walked already."""
+    candidates = {lp.parent(e.path) for e in entries if not e.is_dir and lp.basename(e.path) == MANIFEST_NAME}
+    return sorted(path for path in candidates if not _inside_another(path, candidates, prefix))
 
 
 def _bundles_by_directory(storage: Storage, prefix: str, limit: int) -> list[str]:

@@ -16,23 +16,13 @@ from dataclasses import dataclass, field
 
 from distributor_core import paths as lp
 from distributor_core.bundle import MAX_MANIFEST_SIZE, BundleError, parse_manifest
-from distributor_core.source import DISCOVERY_LIMIT, discover_bundles, manifest_path
+from distributor_core.source import DISCOVERY_LIMIT, bundles_in_listing, manifest_path
 from distributor_core.storage.base import Entry, Storage
 from distributor_core.storage.errors import StorageError
 from distributor_core.timefmt import format_precise
 
 CURSOR_VERSION = 2
 INVALID = "invalid"
-
-
-class _Listing:
-    """One finished walk, handed to ``discover_bundles`` so a tick lists the source only once."""
-
-    def __init__(self, entries: Sequence[Entry]) -> None:
-        self._entries = list(entries)
-
-    def walk(self, prefix: str = "", **_: object) -> list[Entry]:
-        return self._entries
 
 
 def manifest_stamp(entry: Entry, backend: str) -> str:
@@ -99,7 +89,7 @@ def scan_source(
     entries = source.walk("", limit=limit, include_dirs=False)
     by_path = {entry.path: entry for entry in entries}
     scan = Scan()
-    for bundle_path in discover_bundles(_Listing(entries)):  # type: ignore[arg-type]
+    for bundle_path in bundles_in_listing(entries):  # one walk per tick: it also checks completeness
         entry = by_path.get(manifest_path(bundle_path))
         if entry is None:
             continue
