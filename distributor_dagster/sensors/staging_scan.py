@@ -149,7 +149,9 @@ def scan_staging(
     records: list[staging.UploadRecord] = []
     last_read = ""
     for run_id in _candidates(staging_path, cursor):
-        if clock() > deadline:
+        # at least one name is read per tick, so a listing that alone outlasts the budget (a large
+        # staging area on a loaded host) still moves the cursor instead of starting over each tick
+        if last_read and clock() > deadline:
             scan.partial = True
             break
         last_read = run_id

@@ -72,7 +72,7 @@ def test_an_exhausted_read_budget_continues_after_the_last_name_read(area: Path)
         return float(next(ticks))
 
     first = scan_staging(area, UploadCursor(), max_requests=10, budget=2.5, clock=clock)
-    assert first.partial and first.cursor.resume == ids[1]
+    assert first.partial and first.cursor.resume == ids[2]  # the first name is read before the clock is
     requested = [r.run_id for r in first.pending]
     cursor = first.cursor
     while cursor.resume:
@@ -81,6 +81,28 @@ def test_an_exhausted_read_budget_continues_after_the_last_name_read(area: Path)
         cursor = scan.cursor
     assert requested == ids
     assert cursor.seq == 7
+
+
+def test_a_listing_that_alone_outlasts_the_budget_still_moves_the_cursor(area: Path) -> None:
+    """On a loaded host listing a large staging area can take longer than the whole budget: each
+    tick must still read a name and resume after it, or every tick would start over forever."""
+    ids = [add_record(area, seq, at(seq), "accepted") for seq in range(1, 5)]
+    ticks = iter(range(0, 1000, 10))
+
+    def clock() -> float:  # every look at the clock is past the previous deadline
+        return float(next(ticks))
+
+    requested: list[str] = []
+    cursor = UploadCursor()
+    for _ in range(len(ids) + 1):
+        scan = scan_staging(area, cursor, max_requests=10, budget=1.0, clock=clock)
+        assert scan.read == 1
+        requested += [r.run_id for r in scan.pending]
+        cursor = scan.cursor
+        if not cursor.resume:
+            break
+    assert requested == ids
+    assert cursor.seq == 4 and not cursor.resume
 
 
 def test_records_of_the_inline_publisher_hold_the_cursor_until_handed_over(area: Path) -> None:
