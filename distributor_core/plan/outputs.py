@@ -10,7 +10,6 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from enum import StrEnum
-from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote, urlsplit
 
@@ -37,6 +36,7 @@ from distributor_core.plan.modes import (
     TakeoverMode,
     coerce,
 )
+from distributor_core.state.model import records_from_columns
 
 MARKDOWN_TRANSFORM = "markdown_to_html"
 _URL_SAFE = "-_.~$&+,;=:@!'()*"
@@ -170,27 +170,36 @@ def build_outputs(
     """Plan order: every source copy in manifest order, then the generated outputs (in manifest
     order of their Markdown sources, as :func:`render_markdown` made them)."""
     outputs: list[PlannedOutput] = []
+    paths: list[str] = []
     if policy.publish_source:
-        paths = list(map(attrgetter("path"), manifest_files))
-        # map() builds the records from C (PlannedOutput(path, "source", path, sha256, size))
-        outputs.extend(
-            map(
-                PlannedOutput,
+        paths = list(map(_PATH, manifest_files))
+        count = len(paths)
+        # built column by column from C loops: PlannedOutput(path, "source", path, sha256, size)
+        outputs = records_from_columns(
+            PlannedOutput,
+            (
                 paths,
-                repeat("source", len(paths)),
+                ["source"] * count,
                 paths,
-                map(attrgetter("sha256"), manifest_files),
-                map(attrgetter("size"), manifest_files),
-            )
+                list(map(_SHA256, manifest_files)),
+                list(map(_SIZE, manifest_files)),
+                [""] * count,
+                [""] * count,
+                [None] * count,
+            ),
         )
-    outputs.extend(generated)
-    if len({output.path for output in outputs}) != len(outputs):
+    extra = list(generated)
+    outputs.extend(extra)
+    if len(set(paths).union([output.path for output in extra])) != len(outputs):
         seen: set[str] = set()
         for output in outputs:
             if output.path in seen:
                 raise PlanError(f"destination output path collision: {output.path}")
             seen.add(output.path)
     return outputs
+
+
+_PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
 
 
 def output_url(base_url: str, logical_path: str) -> str:
