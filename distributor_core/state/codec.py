@@ -14,8 +14,9 @@ UTC timestamps and Go string escaping, two-space indented with a trailing newlin
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from distributor_core.bundle import (
@@ -48,6 +49,7 @@ from distributor_core.state.model import (
 from distributor_core.state.validate import (
     _validate_shared_root,
     _validate_single_owner,
+    output_columns_valid,
     validate_shared_root,
     validate_single_owner,
 )
@@ -390,6 +392,38 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
 
 def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
     """:func:`_outputs_fast` on the nine columns of ``_OUTPUT_KEYS`` (``None`` for absent)."""
+    rows = _output_rows(columns)
+    return None if rows is None else _records(*rows)
+
+
+def _checked_outputs_from_columns(
+    columns: list[list[Any]], valid_paths: list[str] | None
+) -> tuple[list[OutputRecord], bool] | None:
+    """:func:`_outputs_from_columns`, and whether the columns pass every output rule of
+    validation (``validate.output_columns_valid``; ``valid_paths`` as there), checked on the
+    columns before any record is built."""
+    rows = _output_rows(columns)
+    if rows is None:
+        return None
+    row_columns, times = rows
+    paths, kinds, sources, shas, sizes, _, _, transforms, urls = row_columns
+    checked = output_columns_valid(
+        paths=paths,
+        kinds=kinds,
+        sources=sources,
+        shas=shas,
+        sizes=sizes,
+        times=list(times.values()),
+        transforms=transforms,
+        urls=urls,
+        valid_paths=valid_paths,
+    )
+    return _records(row_columns, times), checked
+
+
+def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, datetime]] | None:
+    """The columns in record field order (optional strings ``""`` for absent, times still
+    text) and the parsed time of each distinct text, or ``None`` when a record is unusual."""
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     for column in (paths, kinds, sources, shas, created, updated):
         if set(map(type, column)) - {str} or not all(column):
@@ -409,10 +443,19 @@ def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None
         times = {text: parse_rfc3339(text) for text in {*created, *updated}}
     except TimestampError:
         return None
-    made = [times[text] for text in created]
-    changed = [times[text] for text in updated]
-    # built column by column from C loops (the constructor's result, without its per-field calls)
-    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
+    return [paths, kinds, sources, shas, sizes, created, updated, transforms, urls], times
+
+
+def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[OutputRecord]:
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
+    made = list(map(times.__getitem__, created))
+    changed = list(map(times.__getitem__, updated))
+    # built column by column from C loops (the constructor's result, without its per-field
+    # calls; __post_init__ only normalises times to UTC, so it is skipped when they all are)
+    utc = all(type(value) is datetime and value.tzinfo is UTC for value in times.values())
+    return records_from_columns(
+        OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls), normalised=utc
+    )
 
 
 def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
@@ -461,17 +504,22 @@ def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | N
     doc = typed.decode_single_owner(data)
     if doc is None:
         return None
-    columns = typed.output_columns(doc)
-    outputs = _outputs_from_columns(columns) if columns is not None else None
-    manifest = typed.manifest(doc, known) if outputs is not None else None
-    if manifest is None:
+    manifest = typed.manifest(doc, known)
+    columns = typed.output_columns(doc) if manifest is not None else None
+    # the manifest is valid, so its paths are valid paths: equal output paths need no rescan
+    built = _checked_outputs_from_columns(columns, list(map(_PATH, manifest.files))) if columns is not None else None
+    if built is None:
         return None
+    outputs, checked = built
     try:
         top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
         state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
-        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True, outputs_checked=checked)
     except StateError:
         return None
+
+
+_PATH = attrgetter("path")
 
 
 def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:

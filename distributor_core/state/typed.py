@@ -18,6 +18,7 @@ import msgspec
 
 from distributor_core.bundle import Manifest, ManifestFile
 from distributor_core.state import fastcheck
+from distributor_core.state.model import records_from_columns
 from distributor_core.timefmt import TimestampError, parse_rfc3339
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -117,8 +118,10 @@ _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("si
 
 def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
     """The recorded manifest, valid: the one of ``valid`` (already validated by the caller) it
-    describes exactly, or one built from the columns that ``fastcheck.manifest_valid`` accepts;
-    ``None`` when neither (the exact decoder then words the error)."""
+    describes exactly; one with the files of such a manifest (a newer build of the same
+    content), whose own fields then pass the manifest rules; or one whose columns
+    ``fastcheck.manifest_columns_valid`` accepts, built column-wise. ``None`` when none of these
+    (the exact decoder then words the error)."""
     raw = doc.source.manifest if doc.source is not None else None
     if raw is None or not raw.files or raw.created is None:
         return None
@@ -131,27 +134,43 @@ def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
     except TimestampError:
         return None
     for known in valid:
+        if not (
+            len(files) == len(known.files)
+            and paths == list(map(_PATH, known.files))
+            and shas == list(map(_SHA256, known.files))
+            and sizes == list(map(_SIZE, known.files))
+        ):
+            continue
         if (
             raw.schema_version == known.schema_version
             and raw.id == known.id
             and raw.digest == known.digest
             and created == known.created
-            and len(files) == len(known.files)
-            and paths == list(map(_PATH, known.files))
-            and shas == list(map(_SHA256, known.files))
-            and sizes == list(map(_SIZE, known.files))
         ):
             return known
+        # the files of a valid manifest, so valid files whose bundle digest is known.digest
+        if (
+            type(raw.schema_version) is int
+            and raw.schema_version == known.schema_version
+            and isinstance(raw.id, str)
+            and raw.id != ""
+            and raw.digest == known.digest
+            and fastcheck.times_set([created])
+        ):
+            return Manifest(
+                schema_version=raw.schema_version, id=raw.id, digest=raw.digest, created=created, files=known.files
+            )
     if raw.schema_version is None or raw.id is None or raw.digest is None:
         return None
-    built = Manifest(
+    if not fastcheck.manifest_columns_valid(raw.schema_version, raw.id, raw.digest, created, paths, shas, sizes):
+        return None
+    return Manifest(
         schema_version=raw.schema_version,
         id=raw.id,
         digest=raw.digest,
         created=created,
-        files=tuple(map(ManifestFile, paths, shas, sizes)),
+        files=tuple(records_from_columns(ManifestFile, (paths, shas, sizes))),
     )
-    return built if fastcheck.manifest_valid(built) else None
 
 
 _OUTPUT_COLUMNS = tuple(
