@@ -399,14 +399,18 @@ def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None
 def _checked_outputs_from_columns(
     columns: list[list[Any]], valid_paths: list[str] | None
 ) -> tuple[list[OutputRecord], bool] | None:
-    """:func:`_outputs_from_columns`, and whether the columns pass every output rule of
-    validation (``validate.output_columns_valid``; ``valid_paths`` as there), checked on the
-    columns before any record is built."""
-    rows = _output_rows(columns)
-    if rows is None:
+    """Output records from the typed decoder's columns (``typed.output_columns``: every
+    required string present and non-empty, int64 sizes, optional strings as strings), and
+    whether they pass every output rule of validation (``validate.output_columns_valid``;
+    ``valid_paths`` as there), checked on the columns before any record is built. ``None``
+    when a time does not parse or a path repeats (the exact decoder then words it)."""
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
+    if len(set(paths)) != len(paths):
         return None
-    row_columns, times = rows
-    paths, kinds, sources, shas, sizes, _, _, transforms, urls = row_columns
+    try:
+        times = {text: parse_rfc3339(text) for text in {*created, *updated}}
+    except TimestampError:
+        return None
     checked = output_columns_valid(
         paths=paths,
         kinds=kinds,
@@ -417,8 +421,9 @@ def _checked_outputs_from_columns(
         transforms=transforms,
         urls=urls,
         valid_paths=valid_paths,
+        unique=True,
     )
-    return _records(row_columns, times), checked
+    return _records(columns, times), checked
 
 
 def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, datetime]] | None:

@@ -13,6 +13,7 @@ result, only how fast a valid document is read. Times stay strings here: they ar
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Annotated
 
 import msgspec
 
@@ -23,11 +24,15 @@ from distributor_core.timefmt import TimestampError, parse_rfc3339
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
+#: a string the exact decoder takes as present (absent, null and "" are "required" errors there)
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+_Int64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+
 
 class _File(msgspec.Struct, gc=False):
-    path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
+    path: _Text
+    sha256: _Text
+    size: _Int64
 
 
 class _Manifest(msgspec.Struct):
@@ -51,15 +56,18 @@ class _Links(msgspec.Struct):
 
 
 class Output(msgspec.Struct, gc=False):
-    path: str | None = None
-    kind: str | None = None
-    source_path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    transform: str | None = None
-    url: str | None = None
+    """A complete, plain output record: required strings present and non-empty, an int64 size,
+    optional strings absent, null or strings (anything else fails the decode)."""
+
+    path: _Text
+    kind: _Text
+    source_path: _Text
+    sha256: _Text
+    size: _Int64
+    created_at: _Text
+    updated_at: _Text
+    transform: str | None = ""
+    url: str | None = ""
 
 
 class SingleOwner(msgspec.Struct, tag_field="schema_version", tag=2):
@@ -126,9 +134,8 @@ def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
     if raw is None or not raw.files or raw.created is None:
         return None
     files = raw.files
+    # the decoder checked every file: non-empty path and sha256 strings, an int64 size
     paths, shas, sizes = list(map(_PATH, files)), list(map(_SHA256, files)), list(map(_SIZE, files))
-    if None in paths or None in shas or None in sizes or min(sizes) < _INT64_MIN or max(sizes) > _INT64_MAX:
-        return None
     try:
         created = parse_rfc3339(raw.created)
     except TimestampError:
@@ -180,9 +187,14 @@ _OUTPUT_COLUMNS = tuple(
 
 
 def output_columns(doc: SingleOwner) -> list[list] | None:
-    """The outputs as the nine columns the exact decoder's fast path checks (``None`` values
-    where a key is absent or null), or ``None`` when there is no outputs array."""
+    """The outputs as the nine columns of :class:`Output` (types and presence checked by the
+    decoder; a null optional string is ``""`` here, as on the exact path), or ``None`` when
+    there is no outputs array."""
     outputs = doc.outputs
     if outputs is None:
         return None
-    return [list(map(getter, outputs)) for getter in _OUTPUT_COLUMNS]
+    columns = [list(map(getter, outputs)) for getter in _OUTPUT_COLUMNS]
+    for index in (7, 8):  # transform, url
+        if columns[index].count(None):
+            columns[index] = [value or "" for value in columns[index]]
+    return columns

@@ -155,13 +155,15 @@ def output_columns_valid(
     transforms: list,
     urls: list,
     valid_paths: list[str] | None = None,
+    unique: bool = False,
 ) -> bool:
     """True when outputs with these columns pass every per-record rule of
     :func:`_check_output_common` plus unique paths and set times (``times``: every created and
     updated value, in any order; duplicates may be left out). The parser checks the columns it
-    has decoded before it builds a record, then tells validation so (``outputs_checked``)."""
+    has decoded before it builds a record, then tells validation so (``outputs_checked``).
+    ``unique``: the caller has already checked that no path repeats."""
     try:
-        if len(set(paths)) != len(paths):
+        if not unique and len(set(paths)) != len(paths):
             return False
         if paths != valid_paths and not lp.bundle_paths_valid(paths):
             return False
