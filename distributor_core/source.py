@@ -116,14 +116,39 @@ def discover_bundles(storage: Storage, prefix: str = "", *, limit: int = DISCOVE
     A bundle path is a directory that holds an entry named ``manifest.json`` (a symlinked or
     special one is found too, so that loading reports it); directories below a
     bundle are part of it and are not searched for further bundles. Reserved names
-    (``.distributor-tmp-*`` staging directories, state files, ...) are ignored. Walking more
+    (``.distributor-tmp-*`` staging directories, state files, ...) are ignored. Listing more
     than ``limit`` entries raises ``StorageError`` (``limit_exceeded``).
+
+    A backend with ``RECURSIVE_LISTING`` (S3: a few paged requests for a whole prefix) is walked
+    in one listing; any other is listed directory by directory, and a bundle's directories are
+    never listed, so discovery costs one listing per directory above the bundles, not one entry
+    per bundle file.
     """
     lp.validate_prefix(prefix)
-    entries = storage.walk(prefix, limit=limit, include_dirs=False)
-    candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
-    bundles = [path for path in candidates if not _inside_another(path, candidates, prefix)]
-    return sorted(bundles)
+    if Feature.RECURSIVE_LISTING in storage.capabilities:
+        entries = storage.walk(prefix, limit=limit, include_dirs=False)
+        candidates = {lp.parent(e.path) for e in entries if lp.basename(e.path) == MANIFEST_NAME}
+        return sorted(path for path in candidates if not _inside_another(path, candidates, prefix))
+    return sorted(_bundles_by_directory(storage, prefix, limit))
+
+
+def _bundles_by_directory(storage: Storage, prefix: str, limit: int) -> list[str]:
+    bundles: list[str] = []
+    listed = 0
+    pending = [prefix]
+    while pending:
+        directory = pending.pop()
+        children = [
+            entry for entry in storage.list(directory) if not lp.is_reserved_path(lp.relative_to(entry.path, prefix))
+        ]
+        listed += len(children)
+        if listed > limit:
+            raise storage.error("walk", prefix, ErrorKind.LIMIT_EXCEEDED, f"walk limit of {limit} entries exceeded")
+        if any(not entry.is_dir and lp.basename(entry.path) == MANIFEST_NAME for entry in children):
+            bundles.append(directory)
+        else:
+            pending.extend(entry.path for entry in children if entry.is_dir)
+    return bundles
 
 
 def _inside_another(path: str, candidates: set[str], prefix: str) -> bool:

@@ -197,7 +197,7 @@ def digest_check(site: Site, pipeline: Pipeline, destination: Destination, names
         blocking=False,
     )
     def outputs_match_digests(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        bundle_paths = published_bundle_paths(context.instance, key)
+        bundle_paths = published_bundle_paths(context.instance, key, destination)
         reports, errors = _audit_paths(site, pipeline, destination, bundle_paths)
         for path, error in errors.items():
             context.log.warning(f"{lp.display_path(path)}: {error}")

@@ -33,8 +33,18 @@ PAGE_SIZE = 1000
 LISTED = 50
 
 
-def published_bundle_paths(instance: dg.DagsterInstance, key: dg.AssetKey) -> list[str]:
-    """Destination bundle paths of every materialization of ``key``, sorted."""
+def published_bundle_paths(
+    instance: dg.DagsterInstance, key: dg.AssetKey, destination: Destination | None = None
+) -> list[str]:
+    """Destination bundle paths of every materialization of ``key``, sorted.
+
+    A ``fixed`` destination publishes every bundle to its root, so only whether it was ever
+    materialized is read (one record, however long its history); a ``preserve_relative`` one has
+    a path per bundle and reads its materializations in pages of :data:`PAGE_SIZE` (about one per
+    bundle path it has published, as a re-publication of an unchanged bundle is an observation).
+    """
+    if destination is not None and destination.path_mapping.mode == "fixed":
+        return [""] if instance.fetch_materializations(key, limit=1).records else []
     found: set[str] = set()
     cursor = None
     while True:
@@ -170,7 +180,7 @@ def evaluate_checks(
     log: Any,
 ) -> dict[str, dg.AssetCheckResult]:
     """Run the read-only checks on every bundle path ``key`` has materialized."""
-    bundle_paths = published_bundle_paths(instance, key)
+    bundle_paths = published_bundle_paths(instance, key, destination)
     reports, errors = evaluate(site, pipeline, destination, bundle_paths)
     for path, error in errors.items():
         log.warning(f"{lp.display_path(path)}: {error}")

@@ -55,5 +55,5 @@ def _parse(
     messages = validate_tree(filled)
     if messages:
         raise ConfigError(messages, source=source_name)
-    # every check has been made above: build the models without a pydantic schema (construct.py)
+    # every check has been made above: msgspec.convert builds the Structs (construct.py)
     return construct(Config, {**filled, "config_path": config_path})

@@ -17,6 +17,7 @@ from typing import Any
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
+from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.storage.base import Storage, iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import format_seconds
@@ -57,7 +58,8 @@ class Journal:
         return lp.journal_path(self.bundle_path)
 
     def to_bytes(self) -> bytes:
-        return jsonfmt.dumps_indented_bytes(
+        # the C-encoder path of jsonfmt.dumps_indented, byte for byte (one record per write)
+        return dumps_indented_bytes(
             {
                 "schema_version": JOURNAL_SCHEMA_VERSION,
                 "bundle_path": self.bundle_path,

@@ -34,6 +34,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+import msgspec
+
 from distributor_core import paths as lp
 from distributor_core.bundle import (
     DIGEST_PREFIX,
@@ -377,7 +379,7 @@ def extract_bundle(
     caller makes an accepted upload durable in one step (see ``staging.sync_tree``).
     """
     if max_entries is not None:
-        limits = limits.model_copy(update={"max_entries": max_entries})
+        limits = msgspec.structs.replace(limits, max_entries=max_entries)
     dest_path = Path(dest)
     extractor = _Extractor(dest_path, limits)
     try:

@@ -20,7 +20,8 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from distributor_core.config import Config, ServerHTTP
+from distributor_core.config import Config
+from distributor_core.config.models import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 from distributor_core.server.app import create_app
 from distributor_core.server.connections import guarded_protocol
 from distributor_core.server.errors import ServerSetupError
@@ -87,10 +88,13 @@ def uvicorn_config(app: Any, config: Config | None, *, grace: float = SHUTDOWN_G
     """uvicorn's options for ``app``: the connection guards of ``server.http`` (head deadline,
     connection cap; their defaults without a config), no access log, no server header, lifespan
     on."""
-    http = config.server.http if config is not None else ServerHTTP.model_construct()
+    if config is not None:
+        header_timeout, max_connections = config.server.http.header_timeout, config.server.http.max_connections
+    else:
+        header_timeout, max_connections = DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
     return uvicorn.Config(
         app,
-        http=guarded_protocol(http.header_timeout.total_seconds(), http.max_connections),
+        http=guarded_protocol(header_timeout.total_seconds(), max_connections),
         log_level="warning",
         access_log=False,
         lifespan="on",

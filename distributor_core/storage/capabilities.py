@@ -57,6 +57,11 @@ class Feature(StrEnum):
     #: of the whole object), so a digest audit need not read the bytes. Without the feature
     #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
     STORED_SHA256 = "stored_sha256"
+    #: ``walk`` lists everything under a prefix in a few paged requests whatever the directory
+    #: structure (S3 ``ListObjectsV2`` without a delimiter; rclone's ``ListR``), so one walk is
+    #: cheaper than listing directory by directory. Without it a directory costs a listing of its
+    #: own, and source discovery lists only the directories above the bundles.
+    RECURSIVE_LISTING = "recursive_listing"
     #: several outputs may be written at once (``Capabilities.parallel_writes`` > 1).
     PARALLEL_WRITES = "parallel_writes"
     #: several files may be streamed at once (``Capabilities.parallel_reads`` > 1).

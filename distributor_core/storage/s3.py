@@ -344,6 +344,7 @@ class S3Storage(Storage):
                     Feature.REVISIONS,
                     Feature.BATCHED_DELETES,
                     Feature.STORED_SHA256,
+                    Feature.RECURSIVE_LISTING,
                 }
             ),
             parallel_writes=max_parallel_writes,

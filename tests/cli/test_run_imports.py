@@ -20,8 +20,10 @@ print(json.dumps({"code": code, "loaded": sorted(sys.modules)}))
 """
 
 #: never needed by a run of a plain local config: the upload server, the remote backends'
-#: libraries, Markdown rendering, Dagster
+#: libraries, Markdown rendering, Dagster, pydantic (the config models are msgspec Structs)
 NEVER_FOR_LOCAL = (
+    "pydantic",
+    "pydantic_core",
     "fastapi",
     "starlette",
     "uvicorn",
@@ -38,7 +40,6 @@ NEVER_FOR_LOCAL = (
 
 #: the write protocol and state decoding: needed only once there is a bundle to plan
 PUBLICATION_ONLY = (
-    "msgspec",
     "distributor_core.execute.publish",
     "distributor_core.execute.executor",
     "distributor_core.plan.decide",

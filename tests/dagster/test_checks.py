@@ -149,3 +149,42 @@ def test_a_failing_blocking_check_fails_the_publishing_run_after_the_publication
     assert failed == ["reports.check_archive"]
     (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "managed_outputs_present"]
     assert rows(evaluation, "missing_outputs") == [{"bundle_path": "d1", "path": "r.txt"}]
+
+
+class _CountingInstance:
+    """The real instance, with every ``fetch_materializations`` call's ``limit`` recorded."""
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self.instance = instance
+        self.limits: list[int] = []
+
+    def fetch_materializations(self, key: dg.AssetKey, *, limit: int, cursor: str | None = None):
+        self.limits.append(limit)
+        return self.instance.fetch_materializations(key, limit=limit, cursor=cursor)
+
+
+def test_a_fixed_destination_reads_one_materialization_however_long_its_history(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    from distributor_core.config import load_config
+    from distributor_dagster.checks import PAGE_SIZE, published_bundle_paths
+
+    make_bundle(tmp_path / "source" / "d1", "reports", {"r.txt": "one\n"})
+    config = write_config(tmp_path, CONFIG.replace("path: out\n", "path: out\n        path_mapping: {mode: fixed}\n"))
+    destination = load_config(config).destination("reports", "archive")
+    counting = _CountingInstance(instance)
+    assert published_bundle_paths(counting, KEY, destination) == []  # type: ignore[arg-type]
+    defs = build_definitions(config)
+    first = publish(defs, instance)
+    assert {e.check_name: e.passed for e in first.get_asset_check_evaluations()} == dict.fromkeys(NAMES, True)
+    for _ in range(PAGE_SIZE + 5):  # a long history of the root
+        instance.report_runless_asset_event(dg.AssetMaterialization(KEY, metadata={"destination_path": "."}))
+    counting.limits.clear()
+    assert published_bundle_paths(counting, KEY, destination) == [""]  # type: ignore[arg-type]
+    assert counting.limits == [1]
+    # a preserve_relative reading of the same history pages through all of it
+    assert published_bundle_paths(counting, KEY) == [""]  # type: ignore[arg-type]
+    assert counting.limits == [1, PAGE_SIZE, PAGE_SIZE]
+    checks = run_checks(defs, instance)
+    assert checks["state_valid"].metadata["bundle_paths"].value == ["."]
+    assert all(e.passed for e in checks.values())

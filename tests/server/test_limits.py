@@ -8,6 +8,7 @@ import gzip
 import tarfile
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from distributor_core.config import parse_config
@@ -83,7 +84,7 @@ def test_limit_defaults_and_validation(tmp_path: Path) -> None:
                         "[{id: d, backend: local, path: o}]}]", base_dir=tmp_path).server.http
     assert (http.header_timeout.total_seconds(), http.max_connections, http.body_idle_timeout.total_seconds(),
             http.body_min_rate, http.max_queue_per_token) == (10, 256, 60, 64 * 1024, 0)
-    assert http.limits.model_dump() == {
+    assert msgspec.structs.asdict(http.limits) == {
         "max_entries": 10_000, "max_path_depth": 64, "max_name_length": 255, "max_path_length": 4096,
         "max_header_size": 64 * 1024, "max_manifest_size": 16 * 1024 * 1024}
     assert (http.queue_share(1), http.queue_share(3)) == (16, 8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 
@@ -142,8 +143,8 @@ def test_pipelines_sharing_a_staging_path_are_refused(tmp_path: Path) -> None:
     setup = write_setup(tmp_path / "site", pipelines={"a": 1, "b": 1})
     config = setup.config
     shared = config.pipelines[0].source
-    second = config.pipelines[1].model_copy(update={"source": shared})
-    config = config.model_copy(update={"pipelines": (config.pipelines[0], second)})
+    second = msgspec.structs.replace(config.pipelines[1], source=shared)
+    config = msgspec.structs.replace(config, pipelines=(config.pipelines[0], second))
     with pytest.raises(ServerSetupError) as info:
         create_app(config, env=setup.env)
     assert str(info.value) == f"pipelines a and b share staging directory {setup.staging('a')}"

@@ -49,6 +49,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.REVISIONS,
         Feature.BATCHED_DELETES,
         Feature.STORED_SHA256,
+        Feature.RECURSIVE_LISTING,
         Feature.PARALLEL_WRITES,
     },
 }
@@ -388,3 +389,50 @@ def test_declarations_are_checked() -> None:
     with pytest.raises(AttributeError):
         caps.parallel_writes = 8  # type: ignore[misc]
     assert caps.names() == ["revisions"]
+
+
+# ---------------------------------------------------------------------------- recursive listing
+
+#: a spool of bundles: nested ones inside a bundle and reserved staging names are not bundles
+SPOOL = [
+    "daily-1/manifest.json", "daily-1/report.md",
+    "daily-2/manifest.json", "daily-2/a/b/c.txt", "daily-2/attachments/manifest.json",
+    "nested/weekly/manifest.json", "nested/weekly/w.txt",
+    ".distributor-tmp-0123456789abcdef/manifest.json", "loose.txt",
+]
+
+
+def test_discovery_finds_the_same_bundles_on_every_backend(backend: BackendCase, subject: Storage) -> None:
+    from distributor_core.source import discover_bundles
+
+    backend.plant_many(SPOOL)
+    assert discover_bundles(subject) == ["daily-1", "daily-2", "nested/weekly"]
+    assert discover_bundles(subject, "nested") == ["nested/weekly"]
+    assert discover_bundles(subject, "daily-2") == ["daily-2"]
+    with pytest.raises(StorageError) as info:
+        discover_bundles(subject, limit=3)
+    assert info.value.kind == ErrorKind.LIMIT_EXCEEDED
+
+
+def test_discovery_lists_once_with_recursive_listing_and_never_inside_a_bundle_without(
+    backend: BackendCase, subject: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributor_core.source import discover_bundles
+
+    backend.plant_many(SPOOL)
+    walked: list[tuple[str, bool]] = []
+    walk = subject.walk
+
+    def recorded(prefix: str = "", **kwargs):  # type: ignore[no-untyped-def]
+        walked.append((prefix, kwargs.get("recursive", True)))
+        return walk(prefix, **kwargs)
+
+    monkeypatch.setattr(subject, "walk", recorded)
+    with _s3_requests(backend, "ListObjectsV2") as requests:
+        assert discover_bundles(subject) == ["daily-1", "daily-2", "nested/weekly"]
+    if Feature.RECURSIVE_LISTING in subject.capabilities:
+        assert walked == [("", True)]
+        assert requests == {"ListObjectsV2": 1}
+    else:
+        assert all(recursive is False for _, recursive in walked)
+        assert sorted(prefix for prefix, _ in walked) == ["", "daily-1", "daily-2", "nested", "nested/weekly"]
