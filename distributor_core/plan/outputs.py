@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from enum import StrEnum
+from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote, urlsplit
 
@@ -36,7 +37,6 @@ from distributor_core.plan.modes import (
     TakeoverMode,
     coerce,
 )
-from distributor_core.state.model import records_from_columns
 
 MARKDOWN_TRANSFORM = "markdown_to_html"
 _URL_SAFE = "-_.~$&+,;=:@!'()*"
@@ -174,19 +174,16 @@ def build_outputs(
     if policy.publish_source:
         paths = list(map(_PATH, manifest_files))
         count = len(paths)
-        # built column by column from C loops: PlannedOutput(path, "source", path, sha256, size)
-        outputs = records_from_columns(
-            PlannedOutput,
-            (
+        # PlannedOutput(path, "source", path, sha256, size), built in C (a msgspec Struct)
+        outputs = list(
+            map(
+                PlannedOutput,
                 paths,
-                ["source"] * count,
+                repeat("source", count),
                 paths,
-                list(map(_SHA256, manifest_files)),
-                list(map(_SIZE, manifest_files)),
-                [""] * count,
-                [""] * count,
-                [None] * count,
-            ),
+                map(_SHA256, manifest_files),
+                map(_SIZE, manifest_files),
+            )
         )
     extra = list(generated)
     outputs.extend(extra)
