@@ -111,7 +111,9 @@ def prepare(
     made from the Markdown sources :func:`~distributor_core.plan.outputs.markdown_sources` named."""
     policy = check_request(pipeline_id, destination_id, policy)
     bundle_path = bundle_path_for(policy, source_bundle_path)
-    outputs = build_outputs(manifest_files=manifest.files, policy=policy, generated=generated)
+    outputs = build_outputs(
+        manifest_files=manifest.files, policy=policy, generated=generated, manifest_validated=manifest_validated
+    )
     outputs, primary_url = apply_links(outputs, bundle_path=bundle_path, policy=policy)
     return Publication(
         pipeline_id=pipeline_id,

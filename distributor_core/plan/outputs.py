@@ -165,10 +165,16 @@ def render_markdown(
 
 
 def build_outputs(
-    *, manifest_files: Sequence[ManifestFile], policy: DestinationPolicy, generated: Iterable[PlannedOutput] = ()
+    *,
+    manifest_files: Sequence[ManifestFile],
+    policy: DestinationPolicy,
+    generated: Iterable[PlannedOutput] = (),
+    manifest_validated: bool = False,
 ) -> list[PlannedOutput]:
     """Plan order: every source copy in manifest order, then the generated outputs (in manifest
-    order of their Markdown sources, as :func:`render_markdown` made them)."""
+    order of their Markdown sources, as :func:`render_markdown` made them).
+    ``manifest_validated``: the caller validated the manifest, so its paths are unique and only
+    generated outputs can collide."""
     outputs: list[PlannedOutput] = []
     paths: list[str] = []
     if policy.publish_source:
@@ -187,7 +193,8 @@ def build_outputs(
         )
     extra = list(generated)
     outputs.extend(extra)
-    if len(set(paths).union([output.path for output in extra])) != len(outputs):
+    may_collide = bool(extra) or not manifest_validated  # a validated manifest's paths are unique
+    if may_collide and len(set(paths).union([output.path for output in extra])) != len(outputs):
         seen: set[str] = set()
         for output in outputs:
             if output.path in seen:

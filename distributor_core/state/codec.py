@@ -397,12 +397,12 @@ def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None
 
 
 def _checked_outputs_from_columns(
-    columns: list[list[Any]], valid_paths: list[str] | None
+    columns: list[list[Any]], valid_paths: list[str] | None, valid_shas: list[str] | None = None
 ) -> tuple[list[OutputRecord], bool] | None:
     """Output records from the typed decoder's columns (``typed.output_columns``: every
     required string present and non-empty, int64 sizes, optional strings as strings), and
     whether they pass every output rule of validation (``validate.output_columns_valid``;
-    ``valid_paths`` as there), checked on the columns before any record is built. ``None``
+    ``valid_paths``, ``valid_shas`` as there), checked on the columns before any record is built. ``None``
     when a time does not parse or a path repeats (the exact decoder then words it)."""
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     if len(set(paths)) != len(paths):
@@ -421,6 +421,7 @@ def _checked_outputs_from_columns(
         transforms=transforms,
         urls=urls,
         valid_paths=valid_paths,
+        valid_shas=valid_shas,
         unique=True,
     )
     return _records(columns, times), checked
@@ -511,8 +512,12 @@ def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | N
         return None
     manifest = typed.manifest(doc, known)
     columns = typed.output_columns(doc) if manifest is not None else None
-    # the manifest is valid, so its paths are valid paths: equal output paths need no rescan
-    built = _checked_outputs_from_columns(columns, list(map(_PATH, manifest.files))) if columns is not None else None
+    # the manifest is valid, so its paths and digests are valid: equal output columns need no rescan
+    built = (
+        _checked_outputs_from_columns(columns, list(map(_PATH, manifest.files)), list(map(_SHA256, manifest.files)))
+        if columns is not None
+        else None
+    )
     if built is None:
         return None
     outputs, checked = built
@@ -524,7 +529,7 @@ def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | N
         return None
 
 
-_PATH = attrgetter("path")
+_PATH, _SHA256 = attrgetter("path"), attrgetter("sha256")
 
 
 def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:

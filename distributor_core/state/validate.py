@@ -155,13 +155,15 @@ def output_columns_valid(
     transforms: list,
     urls: list,
     valid_paths: list[str] | None = None,
+    valid_shas: list[str] | None = None,
     unique: bool = False,
 ) -> bool:
     """True when outputs with these columns pass every per-record rule of
     :func:`_check_output_common` plus unique paths and set times (``times``: every created and
     updated value, in any order; duplicates may be left out). The parser checks the columns it
     has decoded before it builds a record, then tells validation so (``outputs_checked``).
-    ``unique``: the caller has already checked that no path repeats."""
+    ``valid_shas``: digests already known valid (the validated manifest's); an equal column
+    needs no rescan. ``unique``: the caller has already checked that no path repeats."""
     try:
         if not unique and len(set(paths)) != len(paths):
             return False
@@ -178,7 +180,7 @@ def output_columns_valid(
             return False
         if not fastcheck.http_urls_valid([url for url in urls if url]):
             return False
-        if not fastcheck.digests_valid(shas):
+        if shas != valid_shas and not fastcheck.digests_valid(shas):
             return False
         if not fastcheck.sizes_valid(sizes):
             return False
