@@ -402,14 +402,11 @@ def _checked_outputs_from_columns(
     """Output records from the typed decoder's columns (``typed.output_columns``: every
     required string present and non-empty, int64 sizes, optional strings as strings), and
     whether they pass every output rule of validation (``validate.output_columns_valid``;
-    ``valid_paths``, ``valid_shas`` as there), checked on the columns before any record is built. ``None``
-    when a time does not parse or a path repeats (the exact decoder then words it)."""
+    ``valid_paths`` and ``valid_shas`` as there), checked on the columns before any record is
+    built. ``None`` when a time does not parse or a path repeats (the exact decoder words it)."""
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
-    if len(set(paths)) != len(paths):
-        return None
-    try:
-        times = {text: parse_rfc3339(text) for text in {*created, *updated}}
-    except TimestampError:
+    times = _unique_paths_and_times(paths, created, updated)
+    if times is None:
         return None
     checked = output_columns_valid(
         paths=paths,
@@ -443,21 +440,29 @@ def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, d
         return None
     if sizes and not (min(sizes) >= _INT64_MIN and max(sizes) <= _INT64_MAX):
         return None
+    times = _unique_paths_and_times(paths, created, updated)
+    if times is None:
+        return None
+    return [paths, kinds, sources, shas, sizes, created, updated, transforms, urls], times
+
+
+def _unique_paths_and_times(paths: list[str], created: list[str], updated: list[str]) -> dict[str, datetime] | None:
+    """The parsed time of each distinct created/updated text, or ``None`` when a path repeats or
+    a time does not parse."""
     if len(set(paths)) != len(paths):
         return None
     try:
-        times = {text: parse_rfc3339(text) for text in {*created, *updated}}
+        return {text: parse_rfc3339(text) for text in {*created, *updated}}
     except TimestampError:
         return None
-    return [paths, kinds, sources, shas, sizes, created, updated, transforms, urls], times
 
 
 def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[OutputRecord]:
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     made = list(map(times.__getitem__, created))
     changed = list(map(times.__getitem__, updated))
-    # built column by column from C loops (the constructor's result, without its per-field
-    # calls; __post_init__ only normalises times to UTC, so it is skipped when they all are)
+    # one C constructor call per record (OutputRecord is a msgspec Struct); for a dataclass
+    # record type records_from_columns would skip __post_init__ when every time is UTC already
     utc = all(type(value) is datetime and value.tzinfo is UTC for value in times.values())
     return records_from_columns(
         OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls), normalised=utc
