@@ -313,6 +313,23 @@ def distributor_run(config: Path, *extra: str, expect: str | None = "completed")
     return result
 
 
+def rclone_sftp_env(sshd, remote: str = "BSFTP") -> dict[str, str]:
+    """Environment configuring the rclone remote ``remote`` (lower case in paths: ``bsftp:``) as
+    an sftp remote on the test sshd, with its client key and strict known_hosts file. Hash checks
+    are off: rclone would run md5sum/sha1sum over ssh after each file, a shell command the sshd
+    account (nologin) cannot run; ours hashes while it writes."""
+    prefix = f"RCLONE_CONFIG_{remote}_"
+    return {
+        f"{prefix}TYPE": "sftp",
+        f"{prefix}HOST": sshd.host,
+        f"{prefix}PORT": str(sshd.port),
+        f"{prefix}USER": sshd.user,
+        f"{prefix}KEY_FILE": str(sshd.client_key_path),
+        f"{prefix}KNOWN_HOSTS_FILE": str(sshd.known_hosts_path),
+        f"{prefix}DISABLE_HASHCHECK": "true",
+    }
+
+
 def rclone(*args: str) -> Timed:
     return run_timed([RCLONE, "--config", "/dev/null", *args])
 

@@ -85,13 +85,7 @@ def main() -> c.Report:
             },
         }
         rclone_env = {
-            "RCLONE_CONFIG_BSFTP_TYPE": "sftp",
-            "RCLONE_CONFIG_BSFTP_HOST": sshd.host,
-            "RCLONE_CONFIG_BSFTP_PORT": str(sshd.port),
-            "RCLONE_CONFIG_BSFTP_USER": sshd.user,
-            "RCLONE_CONFIG_BSFTP_KEY_FILE": str(sshd.client_key_path),
-            "RCLONE_CONFIG_BSFTP_KNOWN_HOSTS_FILE": str(sshd.known_hosts_path),
-            "RCLONE_CONFIG_BSFTP_DISABLE_HASHCHECK": "true",
+            **c.rclone_sftp_env(sshd),
             "RCLONE_CONFIG_BS3_TYPE": "s3",
             "RCLONE_CONFIG_BS3_PROVIDER": "Other",
             "RCLONE_CONFIG_BS3_ACCESS_KEY_ID": moto.access_key_id,

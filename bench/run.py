@@ -26,6 +26,7 @@ SCENARIOS = {
     "P6L": "bench.p6_slow_loris",
     "P7": "bench.p7_upload_sensor",
     "P8": "bench.p8_s3_parallel",
+    "P9": "bench.p9_sftp",
     "P10": "bench.p10_upload_latency",
     "P11": "bench.p11_audit",
 }

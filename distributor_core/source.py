@@ -28,9 +28,10 @@ from distributor_core.bundle import (
 from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.state import fastcheck
-from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
+from distributor_core.storage.base import CHUNK_SIZE, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
+from distributor_core.validation_cache import ValidationCache
 
 #: Bound on the entries a discovery walk may visit (resolutions B2 uses the same order of size).
 DISCOVERY_LIMIT = 1_000_000
@@ -203,6 +204,7 @@ def validate_source_bundle(
     progress: ProgressCallback | None = None,
     keep: ValidatedContent | None = None,
     manifest_checked: bool = False,
+    cache: ValidationCache | None = None,
 ) -> Manifest:
     """Validate ``manifest`` and every listed file of the bundle at ``bundle_path``.
 
@@ -217,6 +219,11 @@ def validate_source_bundle(
     at once (hashing releases the GIL); the error raised is still the one of the first broken
     file in manifest order, and every file before it has been checked. ``keep`` collects the
     validated bytes of small files for publishing (:class:`ValidatedContent`).
+
+    ``cache``: on a storage declaring ``Feature.FILE_IDENTITY`` (local disk), a file whose
+    identity (device, inode, size, mtime, ctime) and recorded size and sha256 match the cache
+    entry is not read at all (nor kept: publishing reads and verifies it); every other file is
+    hashed as without a cache and, when it matches, recorded (``distributor_core.validation_cache``).
     """
     if not manifest_checked and not fastcheck.manifest_valid(manifest):
         validate_manifest(manifest)
@@ -225,6 +232,12 @@ def validate_source_bundle(
     threads = capabilities.read_threads(len(records), sum(_size(r) for r in records))
     open_first = Feature.NONBLOCKING_OPEN in capabilities
     targets = _file_paths(bundle_path, records)
+    found: list[FileIdentity | None] | None = None
+    if cache is not None and Feature.FILE_IDENTITY in capabilities and records:
+        try:
+            found = storage.file_identities(targets)
+        except StorageError:
+            found = None  # hash everything, as without a cache
     callback = progress
     if threads > 1 and progress is not None:
         report = threading.Lock()
@@ -233,12 +246,27 @@ def validate_source_bundle(
             with report:
                 progress(done)
 
-    run_ordered(
-        len(records),
-        lambda index: _validate_file(storage, targets[index], records[index], callback, keep, open_first),
-        threads=threads,
-        name="distributor-validate",
-    )
+    if found is None or cache is None:
+        run_ordered(
+            len(records),
+            lambda index: _validate_file(storage, targets[index], records[index], callback, keep, open_first),
+            threads=threads,
+            name="distributor-validate",
+        )
+        return manifest
+    pending = cache.untrusted(targets, found, records)
+    if not pending:
+        return manifest
+    if len(pending) < len(records):
+        threads = capabilities.read_threads(len(pending), sum(_size(records[i]) for i in pending))
+
+    def check(position: int) -> None:
+        index = pending[position]
+        record = records[index]
+        _validate_file(storage, targets[index], record, callback, keep, open_first)
+        cache.record(targets[index], found[index], record.sha256)
+
+    run_ordered(len(pending), check, threads=threads, name="distributor-validate")
     return manifest
 
 

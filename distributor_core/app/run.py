@@ -32,7 +32,9 @@ from distributor_core.source import (
     validate_source_bundle,
 )
 from distributor_core.storage.base import Storage
+from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.factory import open_source_storage
+from distributor_core.validation_cache import ValidationCache, enabled_by_env
 
 __all__ = [
     "DestinationPool",
@@ -94,10 +96,11 @@ def publish_bundles(
 
 
 def load_and_validate(
-    pipeline: Pipeline, source: Storage, options: RunOptions
+    pipeline: Pipeline, source: Storage, options: RunOptions, *, cache: ValidationCache | None = None
 ) -> tuple[list[SourceBundle], list[tuple[str, str]]]:
     """Discover and validate a pipeline's bundles. Returns the valid bundles and (path, error)
-    for invalid ones. Discovery failures raise (a setup failure)."""
+    for invalid ones. Discovery failures raise (a setup failure). ``cache``: the validation
+    cache of a local source (``distributor run`` only; see :func:`validation_cache`)."""
     paths = [options.bundle_path] if options.bundle_path is not None else discover_bundles(source)
     bundles: list[SourceBundle] = []
     invalid: list[tuple[str, str]] = []
@@ -118,6 +121,7 @@ def load_and_validate(
                 progress=on_bytes if options.events else None,
                 keep=content,
                 manifest_checked=True,  # load_source_manifest validated it
+                cache=cache,
             )
         except BundleError as exc:
             invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))
@@ -126,12 +130,38 @@ def load_and_validate(
     return bundles, invalid
 
 
+def validation_cache(
+    pipeline: Pipeline, source: Storage, caches: dict[str, ValidationCache]
+) -> ValidationCache | None:
+    """The validation cache for ``pipeline``'s source in this run (one per source root, shared by
+    the pipelines reading it), or None: switched off (``validation.cache: false``,
+    ``DISTRIBUTOR_VALIDATION_CACHE=off``) or a source that cannot tell file identities."""
+    root = getattr(pipeline.source, "resolved_path", None)
+    if root is None or not pipeline.validation.cache or Feature.FILE_IDENTITY not in source.capabilities:
+        return None
+    if not enabled_by_env():
+        return None
+    key = str(root)
+    cache = caches.get(key)
+    if cache is None:
+        cache = caches[key] = ValidationCache.load(key)
+    return cache
+
+
 def publish_pipeline(
-    pipeline: Pipeline, source: Storage, *, pool: DestinationPool, options: RunOptions
+    pipeline: Pipeline,
+    source: Storage,
+    *,
+    pool: DestinationPool,
+    options: RunOptions,
+    cache: ValidationCache | None = None,
 ) -> RunReport:
     """Validate and publish one pipeline's bundles from an open source; an invalid bundle fails
-    the pipeline before any write (its destinations get failed entries)."""
-    bundles, invalid = load_and_validate(pipeline, source, options)
+    the pipeline before any write (its destinations get failed entries). ``cache`` is saved once
+    validation is over (not on a dry run, nor when discovery failed: the old cache then stays)."""
+    bundles, invalid = load_and_validate(pipeline, source, options, cache=cache)
+    if cache is not None and not options.dry_run:
+        cache.save()
     outcome = PipelineOutcome(pipeline, len(bundles) + len(invalid), error="; ".join(e for _, e in invalid))
     report = run_report([outcome], [], options)
     if invalid:
@@ -164,8 +194,10 @@ def run_config(config: Config, options: RunOptions | None = None, *, env: Enviro
             check_source_root(pipeline, source)
             sources.append(source)
         pool = stack.enter_context(DestinationPool(env, dry_run=options.dry_run))
+        caches: dict[str, ValidationCache] = {}
         for pipeline, source in zip(pipelines, sources, strict=True):
-            part = publish_pipeline(pipeline, source, pool=pool, options=options)
+            cache = validation_cache(pipeline, source, caches)
+            part = publish_pipeline(pipeline, source, pool=pool, options=options, cache=cache)
             report.pipelines.extend(part.pipelines)
             report.actions.extend(part.actions)
     return report

@@ -105,7 +105,7 @@ def _pipeline(raw: Tree, http: Tree, base_dir: Path) -> Tree:
     return {
         "id": pipeline_id,
         "source": _backend(raw.get("source", {}), base_dir, http=http, pipeline_id=pipeline_id),
-        "validation": {},
+        "validation": {"cache": raw.get("validation", {}).get("cache", True)},
         "destinations": [_destination(item, base_dir) for item in raw.get("destinations", [])],
     }
 

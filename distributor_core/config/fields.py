@@ -316,7 +316,18 @@ PIPELINE_FIELDS = _table(
         Kind.MAPPING, "where bundles come from; backend fields are inline", backends=SOURCE_BACKENDS,
         required=("backend",),
     ),
-    validation=Field(Kind.MAPPING, "validation policy: an empty mapping (digest checks are always on)"),
+    validation=Field(
+        Kind.MAPPING,
+        "validation policy of local sources (digest checks are always on)",
+        fields=_table(
+            cache=Field(
+                Kind.BOOLEAN,
+                "trust the validation cache for a local source file whose device, inode, size, mtime and "
+                "ctime are unchanged since it last hashed to its recorded sha256 (false: hash every file)",
+                default=True,
+            ),
+        ),
+    ),
     destinations=Field(
         Kind.MAPPING_LIST,
         "where bundles are published; backend fields are inline",

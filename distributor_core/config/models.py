@@ -254,7 +254,9 @@ class TransferPolicy(_Model, kw_only=True):
 
 
 class ValidationPolicy(_Model, kw_only=True):
-    """The pipeline ``validation`` block: empty (digest verification is always on)."""
+    """The pipeline ``validation`` block (digest verification is always on)."""
+
+    cache: bool = True
 
 
 class Destination(_Model, kw_only=True):

@@ -16,6 +16,7 @@ then the body is streamed to disk (counted, aborted at limit + 1, and when it pa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import re
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
+import anyio
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -50,6 +53,9 @@ log = logging.getLogger("distributor.server")
 IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 ARCHIVE_TYPES = {"application/x-tar": False, "application/gzip": True, "application/x-gzip": True}
 BEARER_PREFIX = "Bearer "
+#: threads for admission checks and releases, and for extracting, validating and recording uploads
+QUICK_THREADS = 16
+STAGING_THREADS = 32
 
 
 class JSONBody(JSONResponse):
@@ -220,6 +226,10 @@ def create_app(
     )
     app.state.uploads = service
     app.state.runtime = runtime
+    # Two thread pools: admissions and releases (memory work, a directory made or removed) never
+    # queue behind the extraction and fsyncs of other uploads, which have their own.
+    quick = anyio.CapacityLimiter(QUICK_THREADS)
+    staging = anyio.CapacityLimiter(STAGING_THREADS)
     _install_error_handlers(app)
     _install_openapi(app)
 
@@ -241,14 +251,17 @@ def create_app(
             return early
         compressed, key, grant = early
         try:
-            ticket: Ticket = await run_in_threadpool(
-                service.admit, pipeline_id, grant.token_id, key, content_length(request)
+            ticket: Ticket = await to_thread.run_sync(
+                service.admit, pipeline_id, grant.token_id, key, content_length(request), limiter=quick
             )
         except errors.UploadRejected as exc:
             return error_response(exc.status_code, exc.message, retryable=exc.retryable)
         try:
             await receive_body(request, ticket.archive, ticket.limit, idle_timeout, min_rate)
-            accepted = await run_in_threadpool(service.stage_and_commit, ticket, compressed=compressed)
+            accepted = await to_thread.run_sync(
+                functools.partial(service.stage_and_commit, ticket, compressed=compressed, release=True),
+                limiter=staging,
+            )
         except errors.UploadRejected as exc:
             return error_response(exc.status_code, exc.message, retryable=exc.retryable)
         except StagingError as exc:
@@ -259,7 +272,8 @@ def create_app(
             log.exception("distributor: staging an upload for pipeline %s failed", pipeline_id)
             return error_response(500, errors.INTERNAL)
         finally:
-            await run_in_threadpool(service.release, ticket)
+            if not ticket.released:  # the staging thread releases it on its way out
+                await to_thread.run_sync(service.release, ticket, limiter=quick)
         body = accepted.body
         return JSONBody(body, status_code=202, headers={"Location": str(body.get("status_url", ""))})
 

@@ -376,7 +376,7 @@ def extract_bundle(
     ``limits`` bounds the archive (``max_entries``, when given, overrides its entry count).
     Raises :class:`ArchiveError`, :class:`InvalidBundleError` or :class:`TooLargeError`; the
     caller removes ``dest`` on failure. ``dest`` must not exist. Nothing is fsynced here: the
-    caller makes an accepted upload durable in one step (see ``staging.sync_tree``).
+    caller makes an accepted upload durable (``PipelineStaging.sync_bundle`` and ``settle``).
     """
     if max_entries is not None:
         limits = msgspec.structs.replace(limits, max_entries=max_entries)

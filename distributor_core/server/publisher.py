@@ -83,6 +83,7 @@ class InlinePublisher:
         start the workers. New uploads arrive through ``service.on_accepted``."""
         for record in requeue:
             self.enqueue(record)
+        self.service.on_settled = self.mark_queued
         self.service.on_accepted = self.enqueue
         for index in range(self.max_concurrency):
             thread = threading.Thread(target=self._work, name=f"distributor-publisher-{index}", daemon=True)
@@ -105,14 +106,22 @@ class InlinePublisher:
 
     # ------------------------------------------------------------------ queue
 
+    def mark_queued(self, record: sg.UploadRecord) -> sg.UploadRecord:
+        """Record an upload about to be queued as ``queued`` (``service.on_settled``: each upload
+        in its own request's thread, before :meth:`enqueue` hands them over in ``seq`` order)."""
+        if record.status == sg.QUEUED:
+            return record
+        try:
+            return sg.mark_queued(self.service.staging_path(record.pipeline_id), record.run_id)
+        except (OSError, sg.RecordError) as exc:  # the record is durable; publish it all the same
+            log.warning("distributor: could not mark upload %s queued: %s", record.run_id, exc)
+            return record
+
     def enqueue(self, record: sg.UploadRecord) -> None:
-        """Place an upload in its pipeline's queue and record it as ``queued``."""
+        """Place an upload in its pipeline's queue (recording it as ``queued`` if it is not)."""
         if record.status != sg.QUEUED:
-            try:
-                record = sg.mark_queued(self.service.staging_path(record.pipeline_id), record.run_id)
-                self.service.update(record)
-            except (OSError, sg.RecordError) as exc:  # the record is durable; publish it all the same
-                log.warning("distributor: could not mark upload %s queued: %s", record.run_id, exc)
+            record = self.mark_queued(record)
+            self.service.update(record)
         with self._cond:
             job = _Job(next(self._tickets), record.run_id, record.pipeline_id, record.seq)
             self._queues.setdefault(record.pipeline_id, deque()).append(job)

@@ -9,13 +9,16 @@ in memory, rebuilt from disk at :meth:`open`.
 
 Locks: ``_lock`` guards the in-memory index and counters and is held only for memory work;
 each pipeline's ``commit_lock`` serialises that pipeline's commits and expiries (sequence
-numbers, idempotency entries, renames). Order: pipeline lock, then ``_lock``.
+numbers, idempotency entries, renames; no fsync is made under it), and its ``handoff`` lock
+the hand-over of committed records to the publisher in ``seq`` order. Order: pipeline lock,
+then ``handoff`` or ``_lock``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,6 +64,7 @@ class Ticket:
     incoming: Path
     scope: tuple[str, str, str] | None
     reserved: bool = True
+    released: bool = False
 
     @property
     def archive(self) -> Path:
@@ -79,11 +83,60 @@ class Accepted:
     replay: bool
 
 
+class _Handoff:
+    """Hands a pipeline's committed records on in ``seq`` order, although their fsyncs end in
+    any order: a record waits for every earlier one to be settled (kept or rolled back); whichever
+    thread settles the first one in line delivers it and the settled ones after it, then records
+    the highest number handed on in ``.seq`` (once per batch). Taking a place in line never waits
+    for a delivery (``_line`` is held for memory work only; ``_delivery`` serialises deliveries)."""
+
+    def __init__(self, write_seq: Callable[[int], None] = lambda _seq: None) -> None:
+        self._line = threading.Lock()
+        self._delivery = threading.Lock()
+        self._waiting: deque[int] = deque()
+        self._settled: dict[int, sg.UploadRecord | None] = {}
+        self._write_seq = write_seq
+
+    def expect(self, seq: int) -> None:
+        """Take a place in line (call under the commit lock, in the order numbers are issued)."""
+        with self._line:
+            self._waiting.append(seq)
+
+    def done(self, seq: int, record: sg.UploadRecord | None,
+             deliver: Callable[[sg.UploadRecord], None] | None) -> None:
+        """``seq`` is settled: ``record`` was kept (``None``: rolled back); deliver what is due."""
+        with self._line:
+            self._settled[seq] = record
+        with self._delivery:
+            last = None
+            while True:
+                with self._line:
+                    if not self._waiting or self._waiting[0] not in self._settled:
+                        break
+                    last = self._waiting.popleft()
+                    ready = self._settled.pop(last)
+                if ready is None or deliver is None:
+                    continue
+                try:
+                    deliver(ready)
+                except Exception:  # accepted and durable: a restart queues it if this did not
+                    log.exception("distributor: queueing upload %s failed", ready.run_id)
+            if last is not None:
+                try:
+                    self._write_seq(last)
+                except OSError as exc:  # repaired from the records at the next start
+                    log.warning("distributor: could not record admission number %d: %s", last, exc.strerror)
+
+
 @dataclass
 class _Pipeline:
     staging: PipelineStaging
     max_upload_size: int
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
+    handoff: _Handoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.handoff = _Handoff(self.staging.write_seq)
 
 
 class UploadService:
@@ -122,8 +175,11 @@ class UploadService:
         self._opened = False
         self._janitor_stop = threading.Event()
         self._janitor: threading.Thread | None = None
-        #: called with each newly committed record (inline publisher); set by the publisher
+        #: called with each newly committed record, in ``seq`` order (inline publisher: queue it)
         self.on_accepted: Callable[[sg.UploadRecord], None] | None = None
+        #: called with each newly committed record in its request's own thread, before
+        #: ``on_accepted`` (inline publisher: record it ``queued``); returns the record to hand on
+        self.on_settled: Callable[[sg.UploadRecord], sg.UploadRecord] | None = None
         self.redactions = host_redactions(config)
 
     # ------------------------------------------------------------------ lifecycle
@@ -285,26 +341,45 @@ class UploadService:
             if ticket.scope is not None:
                 self._inflight.discard(ticket.scope)
                 ticket.scope = None
+            ticket.released = True
         try:
             sg.remove_tree(ticket.incoming)
         except Exception as exc:
             log.warning("distributor: could not remove a refused upload of pipeline %s (%s); "
                         "the next start sweeps it", ticket.pipeline_id, type(exc).__name__)
 
-    def stage_and_commit(self, ticket: Ticket, *, compressed: bool) -> Accepted:
-        """Extract and validate the received archive, then record the upload (or replay it)."""
-        manifest = self.stage(ticket, compressed=compressed)
-        return self.commit(ticket, manifest)
+    def stage_and_commit(self, ticket: Ticket, *, compressed: bool, release: bool = False) -> Accepted:
+        """Extract and validate the received archive, then record the upload (or replay it);
+        with ``release``, :meth:`release` the ticket on the way out, whatever happened."""
+        try:
+            manifest = self.stage(ticket, compressed=compressed)
+            return self.commit(ticket, manifest)
+        finally:
+            if release:
+                self.release(ticket)
 
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
+        """Extract and validate the archive, then fsync the bundle (outside any lock: the
+        fsyncs of concurrent uploads overlap)."""
         try:
-            return extract_bundle(
+            manifest = extract_bundle(
                 ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits
             )
         finally:
             ticket.archive.unlink(missing_ok=True)
+        self.pipelines[ticket.pipeline_id].staging.sync_bundle(ticket.bundle)
+        return manifest
 
     def commit(self, ticket: Ticket, manifest: Manifest) -> Accepted:
+        """Record a staged upload, or answer it as the replay of its idempotency scope.
+
+        Under the pipeline's commit lock only the cheap part: the replay check, the run id and
+        sequence number, the record and index entry written and the directory renamed
+        (:meth:`~.staging.PipelineStaging.place`). The fsyncs that make it durable
+        (:meth:`~.staging.PipelineStaging.settle`) run after the lock, concurrently with other
+        uploads' (one journal commit serves many); the record is registered before this returns
+        (so a retry after the ``202`` replays it) and handed to the publisher in ``seq`` order.
+        """
         pipeline = self.pipelines[ticket.pipeline_id]
         identity = manifest_to_obj(manifest)
         key_hash = key_sha256(ticket.key) if ticket.key is not None else None
@@ -336,12 +411,21 @@ class UploadService:
                 status=sg.ACCEPTED,
                 accepted_at=now,
             )
+            placement = pipeline.staging.place(ticket.incoming, record)
+            pipeline.handoff.expect(record.seq)
+        kept: sg.UploadRecord | None = None
+        try:
             try:
-                pipeline.staging.promote(ticket.incoming, record)
+                pipeline.staging.settle(placement)
             except sg.PromotedError:
                 # visible and indexed, and it could not be rolled back: it is the accepted upload
                 # a restart would publish, so answer it as such (a retry replays it)
                 log.error("distributor: upload %s could not be made durable and was kept as accepted", run_id)
+            if self.on_settled is not None:
+                try:
+                    record = self.on_settled(record)
+                except Exception:  # accepted and durable: it is published all the same
+                    log.exception("distributor: preparing upload %s for its queue failed", run_id)
             with self._lock:
                 self._records[run_id] = record
                 if key_hash is not None:
@@ -349,11 +433,9 @@ class UploadService:
                 if ticket.reserved:
                     self._reserve(ticket.token_id, -1)
                     ticket.reserved = False
-            if self.on_accepted is not None:
-                try:
-                    self.on_accepted(record)
-                except Exception:  # accepted and durable: a restart queues it if this did not
-                    log.exception("distributor: queueing upload %s failed", run_id)
+            kept = record
+        finally:  # rolled back or not, later uploads of the pipeline must not wait for this one
+            pipeline.handoff.done(record.seq, kept, self.on_accepted)
         return Accepted(dict(response), False)
 
     def _new_run_id(self, pipeline_id: str, now: datetime) -> str:

@@ -6,7 +6,7 @@ Owns: the on-disk layout (:mod:`.layout`), run ids (:mod:`.runids`), upload reco
 status transitions (:mod:`.records`, :mod:`.status` — the table every status change is checked
 against), the idempotency index (:mod:`.index`), cheap listing (:mod:`.scan`), host-path
 scrubbing (:mod:`.redact`), crash-safe file helpers (:mod:`.fsio`) and what only the one ``serve``
-process does to a staging path: lock, sweep, promote, retire (:mod:`.area`).
+process does to a staging path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
 
 Must not know: HTTP, FastAPI, uvicorn or Dagster. It depends only on the config models, the JSON
 and time helpers of the core.
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from distributor_core.staging.area import (
     PipelineStaging,
+    Placement,
     PromotedError,
     StagingSetupError,
     SweepReport,
     check_private_dir,
     ensure_private_dir,
 )
-from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_tree
+from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_paths, sync_tree
 from distributor_core.staging.index import key_sha256, read_index, remove_index, write_index
 from distributor_core.staging.layout import (
     BUNDLE_DIR,
@@ -100,6 +101,7 @@ __all__ = [
     "TEMP_PREFIX",
     "TRANSITIONS",
     "PipelineStaging",
+    "Placement",
     "PromotedError",
     "RandomSuffix",
     "RecordError",
@@ -140,6 +142,7 @@ __all__ = [
     "run_id_stamp",
     "scrub",
     "staging_redactions",
+    "sync_paths",
     "sync_tree",
     "transition",
     "write_index",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distributor_core.staging import layout as ly
-from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_tree
+from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_paths, sync_tree
 from distributor_core.staging.index import key_sha256, read_small, remove_index, write_index
 from distributor_core.staging.layout import RecordError
 from distributor_core.staging.records import UploadRecord, mark_finished, read_record, record_bytes
@@ -76,6 +76,17 @@ def check_private_dir(path: Path) -> None:
         raise StagingSetupError(
             f"staging directory {path} is writable by group or others (mode {st.S_IMODE(info.st_mode):04o})"
         )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """An upload made visible under its run id by :meth:`PipelineStaging.place`, not yet
+    durable: where it came from and went, its record, its idempotency entry."""
+
+    incoming: Path
+    target: Path
+    record: UploadRecord
+    index_entry: Path | None
 
 
 @dataclass
@@ -252,12 +263,17 @@ class PipelineStaging:
         return directory
 
     def next_seq(self) -> int:
-        """The next admission number. ``.seq`` keeps the highest one issued, so numbers are never
-        reused after every record expired; the records themselves carry theirs (no fsync here)."""
+        """The next admission number (in memory; :meth:`write_seq` records it once the upload is
+        settled)."""
         self.last_seq += 1
-        atomic_write(self.path / ly.SEQ_NAME, f"{self.last_seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX,
-                     durable=False)
         return self.last_seq
+
+    def write_seq(self, seq: int) -> None:
+        """Record ``seq`` in ``.seq``, the highest number issued, so numbers are never reused
+        after every record expired and the Dagster sensor sees that something was admitted. The
+        records carry their own numbers, so a lost update (no fsync here) is repaired from them at
+        the next start; the caller writes numbers in increasing order."""
+        atomic_write(self.path / ly.SEQ_NAME, f"{seq}\n".encode(), temp_prefix=ly.SEQ_TEMP_PREFIX, durable=False)
 
     def write_index(self, token_id: str, key_hash: str, run_id: str, *, durable: bool = True) -> Path:
         return write_index(self.path, token_id, key_hash, run_id, durable=durable and self.durable)
@@ -265,18 +281,26 @@ class PipelineStaging:
     def remove_index(self, token_id: str, key_hash: str, *, expected: str | None = None) -> None:
         remove_index(self.path, token_id, key_hash, expected=expected)
 
-    def promote(self, incoming: Path, record: UploadRecord) -> None:
-        """Write the record next to the extracted bundle, then make it visible under its run id.
+    def sync_bundle(self, bundle: Path) -> None:
+        """Make an extracted bundle durable (every file and directory below ``bundle``) before
+        its upload is placed. Runs outside the commit lock, so the fsyncs of concurrent uploads
+        overlap (the filesystem commits them together) instead of queueing behind each other."""
+        if self.durable:
+            sync_tree(bundle)
+
+    def place(self, incoming: Path, record: UploadRecord) -> Placement:
+        """Write the record next to the extracted bundle, then make it visible under its run id
+        (the commit lock's part of an admission: cheap, no fsync). :meth:`settle` must follow.
 
         The idempotency entry is written before the rename: a crash in between leaves an entry
         whose record does not exist, which the next startup drops; never an accepted upload
         that a retry could duplicate.
         """
         atomic_write(incoming / ly.RECORD_NAME, record_bytes(record), temp_prefix=ly.TEMP_PREFIX, durable=False)
-        extra: list[Path] = []
+        entry: Path | None = None
         if record.idempotency_key is not None:
-            extra.append(self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id,
-                                          durable=False))
+            entry = self.write_index(record.token_id, key_sha256(record.idempotency_key), record.run_id,
+                                     durable=False)
         target = self.path / record.run_id
         try:
             os.rename(incoming, target)
@@ -284,15 +308,33 @@ class PipelineStaging:
             if record.idempotency_key is not None:
                 self.remove_index(record.token_id, key_sha256(record.idempotency_key))
             raise
+        return Placement(incoming, target, record, entry)
+
+    def settle(self, placement: Placement) -> None:
+        """Make a placed upload durable, before its ``202``: the record, its directory (the
+        record's and the bundle's names in it), the idempotency entry and its directory, and the
+        staging directory (the run id's name). With :meth:`sync_bundle` before the placement,
+        that is every file and directory of the upload. Needs no lock: nothing else touches a
+        placed upload's paths until it is registered, and concurrent settles share the
+        filesystem's journal commits.
+
+        When a fsync fails the placement is undone (:meth:`_demote`) and the error raised; when
+        even that fails, :class:`PromotedError`.
+        """
+        files = [placement.target / ly.RECORD_NAME]
+        directories = [placement.target]
+        if placement.index_entry is not None:
+            files.append(placement.index_entry)
+            directories.append(placement.index_entry.parent)
+        directories.append(self.path)
         try:
-            if self.durable:  # bundle, record, index entry and renames in one step, before the 202
-                sync_tree(target, extra)
-                fsync_dir(self.path)
+            if self.durable:
+                sync_paths(files, directories)
         except BaseException as exc:
             try:
-                self._demote(target, incoming, record)
+                self._demote(placement.target, placement.incoming, placement.record)
             except BaseException:
-                raise PromotedError(record.run_id) from exc
+                raise PromotedError(placement.record.run_id) from exc
             raise
 
     def _demote(self, target: Path, incoming: Path, record: UploadRecord) -> None:

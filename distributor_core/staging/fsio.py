@@ -160,6 +160,18 @@ def _fsync_file(dir_fd: int, name: str) -> None:
         os.close(fd)
 
 
+def sync_paths(files: Iterable[Path], directories: Iterable[Path]) -> None:
+    """fsync each of ``files`` (never following a link), then each of ``directories``."""
+    for path in files:
+        fd = os.open(path, _READ_FLAGS)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for directory in directories:
+        fsync_dir(directory)
+
+
 def sync_tree(root: Path, extra: Iterable[Path] = ()) -> None:
     """Make everything below ``root`` (and the ``extra`` files) durable: every file and directory
     below ``root``, each of ``extra`` and its directory are fsynced. Targeted on purpose: a

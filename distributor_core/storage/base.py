@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
@@ -24,6 +24,9 @@ from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 EntryType = Literal["file", "directory", "symlink", "other"]
+
+#: ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of a regular file (``Storage.file_identities``)
+FileIdentity = tuple[int, int, int, int, int]
 
 #: Read/write buffer for streaming copies. Large buffers keep per-call overhead low.
 CHUNK_SIZE = 4 * 1024 * 1024
@@ -244,6 +247,15 @@ class Storage(ABC):
         bytes to know it). Only backends declaring ``Feature.STORED_SHA256`` answer; others
         refuse it with ``unsupported``."""
         raise self.error("stat", path, ErrorKind.UNSUPPORTED, f"stored checksums are not supported by {self.backend}")
+
+    def file_identities(self, paths: Sequence[str]) -> list[FileIdentity | None]:
+        """``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of each path, or ``None`` where
+        the path is not a regular file reached without a symlink (missing, a directory, a
+        symlink, ...: the caller then takes its usual checks, which word the error). Only
+        backends declaring ``Feature.FILE_IDENTITY`` answer; others refuse it with
+        ``unsupported``."""
+        raise self.error("stat", paths[0] if paths else "", ErrorKind.UNSUPPORTED,
+                         f"file identities are not supported by {self.backend}")
 
     def read_bytes(self, path: str, *, max_size: int | None = None) -> bytes:
         """Whole content of a small file (state files, journals, locks)."""

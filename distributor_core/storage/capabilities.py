@@ -7,7 +7,7 @@ destination without ``CONDITIONAL_WRITES``, stages outputs under temporaries onl
 and writes or validates several files at once within the declared thread counts; source
 validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds; the digest
 audit takes a backend's stored sha256 instead of reading the bytes only where ``STORED_SHA256``
-holds. The others
+holds; ``distributor run`` consults its validation cache only where ``FILE_IDENTITY`` holds. The others
 state guarantees callers rely on without a branch (``EXCLUSIVE_CREATE`` and ``REVISIONS`` for the
 lock and the state file, ``BATCHED_DELETES`` for what a failed delete may have removed).
 
@@ -57,6 +57,11 @@ class Feature(StrEnum):
     #: of the whole object), so a digest audit need not read the bytes. Without the feature
     #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
     STORED_SHA256 = "stored_sha256"
+    #: ``file_identities`` reports the device, inode, size, mtime and ctime (ns) of regular files
+    #: reached without a symlink below the root, so source validation may trust its validation
+    #: cache for a file whose identity is unchanged. Without the feature ``file_identities`` is
+    #: refused with ``unsupported`` and every file is hashed.
+    FILE_IDENTITY = "file_identity"
     #: ``walk`` lists everything under a prefix in a few paged requests whatever the directory
     #: structure (S3 ``ListObjectsV2`` without a delimiter; rclone's ``ListR``), so one walk is
     #: cheaper than listing directory by directory. Without it a directory costs a listing of its

@@ -8,8 +8,10 @@ primitives, so every stat, delete or listing they make can be failed. (A backend
 versions, such as S3's batched deletes, are therefore bypassed under the wrapper.) The wrapped
 backend's declared ``capabilities`` are reported as they are, less :data:`NOT_FORWARDED` (the
 features a backend provides by overriding a generic operation, which the wrapper runs itself:
-``batched_deletes``), and every argument of a primitive (``in_place`` included) is passed on, so
-callers take the same branches as without the wrapper.
+``batched_deletes``; and ``file_identity``, so that source validation under the wrapper hashes
+every file through the failable primitives instead of trusting a validation cache), and every
+argument of a primitive (``in_place`` included) is passed on, so callers take the same branches
+as without the wrapper.
 
 Kinds of calls (``OpKind``):
 
@@ -53,8 +55,9 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 
 #: features the wrapper does not report: the backend implements them in a generic operation of
 #: its own (S3's ``delete_paths`` and ``delete_prefix``), which runs here on the wrapped
-#: primitives instead, one ``delete_file`` per target
-NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES})
+#: primitives instead, one ``delete_file`` per target; ``file_identity`` (``Storage.file_identities``,
+#: refused here), so validation never skips a read the wrapper could fail
+NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES, Feature.FILE_IDENTITY})
 
 OpKind = Literal["write", "rename", "delete", "stat", "list", "read", "rmdir"]
 OP_KINDS: tuple[OpKind, ...] = ("write", "rename", "delete", "stat", "list", "read", "rmdir")

@@ -13,14 +13,14 @@ from __future__ import annotations
 import errno
 import os
 import stat as st
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
 from distributor_core import paths as lp
-from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage
+from distributor_core.storage.base import Entry, EntryType, FileIdentity, HashingVerifier, Storage
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
@@ -128,6 +128,7 @@ class LocalStorage(Storage):
                 Feature.EXCLUSIVE_CREATE,
                 Feature.REVISIONS,
                 Feature.NONBLOCKING_OPEN,
+                Feature.FILE_IDENTITY,
             }
         ),
         parallel_writes=2,
@@ -209,6 +210,36 @@ class LocalStorage(Storage):
             mtime=datetime.fromtimestamp(info.st_mtime, UTC),
             revision=_revision(info),
         )
+
+    def file_identities(self, paths: Sequence[str]) -> list[FileIdentity | None]:
+        """One ``lstat`` per path; each parent directory's ancestors are checked once (a
+        symlinked or missing component gives ``None`` for every file below it)."""
+        parents: dict[str, bool] = {}
+        found: list[FileIdentity | None] = []
+        append = found.append
+        lstat, is_regular, valid, prefix = os.lstat, st.S_ISREG, lp.is_valid_path, self._root_prefix
+        for path in paths:
+            parent = path.rpartition("/")[0]
+            ok = parents.get(parent)
+            if ok is None:
+                try:
+                    ok = parent == "" or self._check_ancestors("stat", path, include_self=False)
+                except StorageError:
+                    ok = False
+                parents[parent] = ok
+            if not ok or not valid(path):
+                append(None)
+                continue
+            try:
+                info = lstat(f"{prefix}/{path}" if prefix is not None else self._os_path(path))
+            except OSError:
+                append(None)
+                continue
+            if not is_regular(info.st_mode):
+                append(None)
+                continue
+            append((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+        return found
 
     def open_read(self, path: str) -> BinaryIO:
         op = "read"

@@ -93,12 +93,14 @@ class SSHEndpoint:
 
 @dataclass(slots=True)
 class Channel:
-    """One pooled SFTP channel and the request sizes its server accepts."""
+    """One pooled SFTP channel, the request sizes its server accepts and the connection it
+    belongs to (it goes back there)."""
 
     sftp: SFTPClient
     generation: int
     read_size: int
     write_size: int
+    connection: SSHConnection | None = None
 
     @property
     def alive(self) -> bool:
@@ -342,12 +344,15 @@ class SSHConnection:
         if sftp is None:
             raise paramiko.SSHException("the server refused the sftp subsystem")
         try:
+            problems = wire.client_problems(sftp)
+            if problems:
+                raise SFTPUnavailable("; ".join(problems))
             sftp.get_channel().settimeout(self.endpoint.io_timeout)
             read_size, write_size = wire.server_limits(sftp)
         except BaseException:
             wire.close_quietly(sftp)
             raise
-        return Channel(sftp, generation, read_size, write_size)
+        return Channel(sftp, generation, read_size, write_size, self)
 
     def release(self, channel: Channel, healthy: bool) -> None:
         with self._cond:
@@ -362,3 +367,70 @@ class SSHConnection:
     def close(self) -> None:
         with self._cond:
             self._drop_connection_locked()
+
+
+class TransferPool:
+    """SSH connections for concurrent file transfers: the storage's own connection first, then
+    up to ``limit - 1`` more, each opened only when every connection has a transfer running.
+
+    One SSH connection is one TCP stream, one packet pipeline in paramiko's transport thread and
+    one sshd process decrypting it, so transfers side by side on separate connections overlap
+    where channels of one connection queue behind each other (measured in bench/p9_sftp.py). A
+    server that refuses an additional connection (``MaxStartups``, per-user limits) leaves the
+    transfers on the connections that exist."""
+
+    def __init__(self, primary: SSHConnection, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("the transfer pool needs at least one connection")
+        self.primary = primary
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._active: dict[SSHConnection, int] = {primary: 0}
+
+    @property
+    def extra_connect_count(self) -> int:
+        """SSH connections opened besides the primary one."""
+        with self._lock:
+            return sum(c.connect_count for c in self._active if c is not self.primary)
+
+    def _pick(self) -> SSHConnection:
+        with self._lock:
+            connection = min(self._active, key=self._active.__getitem__)  # the primary on ties
+            if self._active[connection] and len(self._active) < self.limit:
+                connection = SSHConnection(self.primary.endpoint)
+                self._active[connection] = 0
+            self._active[connection] += 1
+            return connection
+
+    def _done(self, connection: SSHConnection) -> None:
+        with self._lock:
+            if connection in self._active:
+                self._active[connection] -= 1
+
+    def lease(self) -> Channel:
+        """A channel on the least busy connection (give it back with :meth:`release`)."""
+        while True:
+            connection = self._pick()
+            try:
+                return connection.lease()
+            except SFTPUnavailable:
+                self._done(connection)
+                if connection is self.primary or connection.connect_count:
+                    raise
+                with self._lock:  # refused outright: stay with the connections there are
+                    self._active.pop(connection, None)
+                    self.limit = len(self._active)
+                connection.close()
+
+    def release(self, channel: Channel, healthy: bool) -> None:
+        connection = channel.connection or self.primary
+        connection.release(channel, healthy)
+        self._done(connection)
+
+    def close(self) -> None:
+        """Close the additional connections (the primary one is its owner's to close)."""
+        with self._lock:
+            extras = [c for c in self._active if c is not self.primary]
+            self._active = {self.primary: self._active.get(self.primary, 0)}
+        for connection in extras:
+            connection.close()

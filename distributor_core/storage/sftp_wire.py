@@ -2,10 +2,16 @@
 
 Transfers keep many requests in flight per round trip: reads keep several large requests
 outstanding (sized by the server's ``limits@openssh.com`` answer when it gives one) and buffer
-only what is in flight; writes keep 64 requests outstanding and check every acknowledgement.
-paramiko's public API cannot do either: ``SFTPFile.prefetch``/``readv`` buffer whatever arrives
-without bound, ``set_pipelined`` writes drop late errors, and there is no call for an extended
-request such as ``limits@openssh.com``.
+only what is in flight; writes keep up to 4 MiB of requests outstanding and check every
+acknowledgement. paramiko's public API cannot do either: ``SFTPFile.prefetch``/``readv`` buffer
+whatever arrives without bound, ``set_pipelined`` writes drop late errors, and there is no call for
+an extended request such as ``limits@openssh.com``.
+
+Write requests are framed here rather than by ``SFTPClient._async_request``: each is sized to fill
+whole SSH packets of the channel (paramiko sends at most ``out_max_packet_size - 64`` bytes of
+channel data per packet, 32,704 with OpenSSH's 32 KiB packets) and handed to the channel as one
+buffer, sent through memoryview slices. paramiko's own path copies a request four times more and
+re-slices it once per packet, and a 32 KiB request costs two SSH packets, the second of 93 bytes.
 
 So this module, and only this one, uses paramiko's private request layer
 (:data:`PARAMIKO_PRIVATE_API`). pyproject.toml bounds paramiko to :data:`PARAMIKO_SUPPORTED`;
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -51,16 +58,27 @@ PARAMIKO_PRIVATE_API: tuple[tuple[type, str, tuple[str, ...] | None], ...] = (
     (SFTPClient, "_convert_status", ("self", "msg")),
     (SFTPClient, "_request", ("self", "t", "args")),
 )
+#: the state ``SFTPClient._async_request`` keeps on every client and :func:`_send_write` updates
+#: the same way (lock, next request number, request owners); checked on each new client
+PARAMIKO_CLIENT_STATE = ("_lock", "request_number", "_expecting")
 #: and the reply callback paramiko's ``_read_response`` calls on the owner a reply was
 #: requested for: ``owner._async_response(kind, msg, num)`` (see :class:`Pending`)
 PARAMIKO_CALLBACK = "_async_response"
 
-#: request sizes every SFTP server accepts; larger reads only when the server says so
+#: request sizes every SFTP server accepts; larger reads and writes only when the server says so
 SAFE_REQUEST = 32 * 1024
 MAX_READ_REQUEST = 256 * 1024
 READ_BYTES_IN_FLIGHT = 4 * 1024 * 1024
-#: 32 KiB writes are fastest with paramiko (measured); this many are sent before waiting
-WRITE_REQUESTS_IN_FLIGHT = 64
+#: the largest write request: four SSH packets of channel data; larger requests cost more CPU
+#: in paramiko (buffers of 128 KiB and more are mmap-ed by the allocator on every request)
+MAX_WRITE_REQUEST = 4 * 32_704
+#: bytes of write requests sent before waiting for the oldest acknowledgement (at least 4)
+WRITE_BYTES_IN_FLIGHT = 4 * 1024 * 1024
+#: paramiko sends at most ``out_max_packet_size - PACKET_SLACK`` bytes per channel packet
+PACKET_SLACK = 64
+#: length, type, request id, handle length, offset, data length of an SSH_FXP_WRITE
+_WRITE_HEADER = struct.Struct(">IBII")
+_WRITE_TAIL = struct.Struct(">QI")
 
 #: failures of the connection itself (as opposed to an SFTP status reply)
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (paramiko.SSHException, EOFError, ConnectionError, TimeoutError)
@@ -91,6 +109,15 @@ def _paramiko_problems() -> tuple[str, ...]:
             if found != parameters:
                 problems.append(f"{label} takes ({', '.join(found)}), expected ({', '.join(parameters)})")
     return tuple(problems)
+
+
+def client_problems(sftp: SFTPClient) -> list[str]:
+    """Problems with the private state of a new ``SFTPClient`` (empty when all is well)."""
+    missing = [name for name in PARAMIKO_CLIENT_STATE if not hasattr(sftp, name)]
+    if not missing:
+        return []
+    names = ", ".join(f"SFTPClient.{name}" for name in missing)
+    return [f"paramiko {paramiko.__version__} has no {names}; the pipelined SFTP transfer needs it"]
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -197,13 +224,46 @@ def server_limits(sftp: SFTPClient) -> tuple[int, int]:
     max_read = msg.get_int64()
     max_write = msg.get_int64()
     read_size = min(max_read, MAX_READ_REQUEST) if max_read > 0 else SAFE_REQUEST
-    write_size = min(max_write, SAFE_REQUEST) if max_write > 0 else SAFE_REQUEST
+    write_size = min(max_write, MAX_WRITE_REQUEST) if max_write > 0 else SAFE_REQUEST
     return max(read_size, 1024), max(write_size, 1024)
 
 
 def read_requests_in_flight(read_size: int) -> int:
     """How many read requests of ``read_size`` bytes a reader keeps outstanding."""
     return max(4, READ_BYTES_IN_FLIGHT // read_size)
+
+
+def write_request_size(sftp: SFTPClient, handle: bytes, limit: int) -> int:
+    """Data bytes per write request: at most ``limit``, and where possible exactly enough for the
+    request to fill whole SSH packets of the channel."""
+    channel = sftp.get_channel()
+    per_packet = (channel.out_max_packet_size if channel is not None else 0) - PACKET_SLACK
+    header = _WRITE_HEADER.size + len(handle) + _WRITE_TAIL.size
+    if per_packet <= header:
+        return limit
+    packets = (limit + header) // per_packet
+    return packets * per_packet - header if packets else limit
+
+
+def _send_write(sftp: SFTPClient, owner: Pending, handle: bytes, offset: int, data: memoryview) -> int:
+    """Send one SSH_FXP_WRITE of ``data`` at ``offset``; the request number, whose reply goes to
+    ``owner``. The same bookkeeping as ``SFTPClient._async_request``, one buffer to the channel."""
+    with sftp._lock:
+        num = sftp.request_number
+        sftp._expecting[num] = owner
+        sftp.request_number += 1
+    size = len(data)
+    header = _WRITE_HEADER.pack(
+        _WRITE_HEADER.size - 4 + len(handle) + _WRITE_TAIL.size + size, CMD_WRITE, num, len(handle)
+    )
+    view = memoryview(b"".join((header, handle, _WRITE_TAIL.pack(offset, size), data)))
+    channel = sftp.sock
+    while view:
+        sent = channel.send(view)
+        if sent <= 0:
+            raise EOFError()
+        view = view[sent:]
+    return num
 
 
 def upload(
@@ -218,6 +278,9 @@ def upload(
     ``verifier.problem()``); an exception of ``chunks`` leaves as :class:`SourceFailed`."""
     pending = Pending(sftp)
     in_flight: deque[int] = deque()
+    remote = handle.handle
+    size = write_request_size(sftp, remote, request_size)
+    window = max(4, WRITE_BYTES_IN_FLIGHT // size)
     offset = 0
     iterator = iter(chunks)
     try:
@@ -233,12 +296,12 @@ def upload(
             verifier.update(chunk)
             if verifier.exceeded():
                 break
-            data = chunk if isinstance(chunk, bytes) else bytes(chunk)
-            for start in range(0, len(data), request_size):
-                piece = data[start : start + request_size]
-                in_flight.append(pending.send(CMD_WRITE, handle.handle, int64(offset), piece))
+            data = memoryview(chunk)
+            for start in range(0, len(data), size):
+                piece = data[start : start + size]
+                in_flight.append(_send_write(sftp, pending, remote, offset, piece))
                 offset += len(piece)
-                if len(in_flight) >= WRITE_REQUESTS_IN_FLIGHT:
+                if len(in_flight) >= window:
                     pending.wait(in_flight.popleft())
         while in_flight:
             pending.wait(in_flight.popleft())

@@ -6,7 +6,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from distributor_core.config import (
@@ -283,7 +282,23 @@ def test_numbers_for_string_fields_are_their_text() -> None:
 def test_validation_block_may_be_empty() -> None:
     config = load("pipelines: [{id: reports, validation: {}, source: {backend: local, path: /s}, "
                   "destinations: [{id: a, backend: local, path: /a}]}]")
-    assert msgspec.structs.asdict(config.pipelines[0].validation) == {}
+    assert config.pipelines[0].validation.cache is True  # issue 17 P3: the one field, on by default
+
+
+@pytest.mark.parametrize(("block", "expected"), [("", True), ("validation: {cache: true}, ", True),
+                                                 ("validation: {cache: false}, ", False),
+                                                 ("validation: {cache: off}, ", False)])
+def test_validation_cache_switch(block: str, expected: bool) -> None:
+    config = load(f"pipelines: [{{id: reports, {block}source: {{backend: local, path: /s}}, "
+                  "destinations: [{id: a, backend: local, path: /a}]}]")
+    assert config.pipelines[0].validation.cache is expected
+
+
+def test_validation_cache_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load("pipelines: [{id: reports, validation: {cache: 3}, source: {backend: local, path: /s}, "
+             "destinations: [{id: a, backend: local, path: /a}]}]")
+    assert "pipelines[0].validation.cache must be a boolean" in str(raised.value)
 
 
 # --- backends ------------------------------------------------------------------------------------

@@ -51,6 +51,10 @@ BOOLEAN_FIELDS: dict[str, tuple[str, Callable[[Config], Any]]] = {
         with_destination("transform: {markdown_to_html: {enabled: {w}}}"),
         lambda c: c.pipelines[0].destinations[0].transform.markdown_to_html.enabled,
     ),
+    "pipelines.validation.cache": (
+        one_pipeline(pipeline_id="reports, validation: {cache: {w}}"),
+        lambda c: c.pipelines[0].validation.cache,
+    ),
     "retention.prune.enabled": (
         with_destination("retention: {prune: {enabled: {w}, keep_latest: 2}}"),
         lambda c: c.pipelines[0].destinations[0].retention.prune.enabled,

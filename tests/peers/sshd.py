@@ -156,7 +156,9 @@ def _keygen(path: Path) -> str:
 _OPTIONAL_LINES = ("PerSourcePenalties no",)
 
 
-def _write_config(workdir: Path, port: int, user: str, optional: tuple[str, ...] = _OPTIONAL_LINES) -> Path:
+def _write_config(
+    workdir: Path, port: int, user: str, optional: tuple[str, ...] = _OPTIONAL_LINES, log_level: str = "INFO"
+) -> Path:
     lines = [
         "ListenAddress 127.0.0.1",
         f"Port {port}",
@@ -173,7 +175,7 @@ def _write_config(workdir: Path, port: int, user: str, optional: tuple[str, ...]
         "X11Forwarding no",
         "AllowTcpForwarding no",
         "PrintMotd no",
-        "LogLevel INFO",
+        f"LogLevel {log_level}",
         "Subsystem sftp internal-sftp",
         *optional,
     ]
@@ -182,11 +184,11 @@ def _write_config(workdir: Path, port: int, user: str, optional: tuple[str, ...]
     return config
 
 
-def _check_config(workdir: Path, port: int, user: str) -> Path:
+def _check_config(workdir: Path, port: int, user: str, log_level: str = "INFO") -> Path:
     """Write the config, leaving out optional lines this sshd does not know."""
     optional = _OPTIONAL_LINES
     while True:
-        config = _write_config(workdir, port, user, optional)
+        config = _write_config(workdir, port, user, optional, log_level)
         check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True, check=False)
         if check.returncode == 0:
             return config
@@ -209,8 +211,9 @@ def _wait_for_banner(port: int, proc: subprocess.Popen[bytes], deadline: float) 
     return False
 
 
-def start_sshd(workdir: Path) -> tuple[SSHDServer, subprocess.Popen[bytes]]:
-    """Generate keys and config in ``workdir`` and start sshd in the foreground."""
+def start_sshd(workdir: Path, *, log_level: str = "INFO") -> tuple[SSHDServer, subprocess.Popen[bytes]]:
+    """Generate keys and config in ``workdir`` and start sshd in the foreground (``log_level``:
+    sshd's ``LogLevel``; the benchmarks read the negotiated cipher from a ``DEBUG1`` log)."""
     _require_binaries()
     account = ensure_test_user()
     workdir.chmod(0o755)  # sshd reads authorized_keys as the target user
@@ -227,7 +230,7 @@ def start_sshd(workdir: Path) -> tuple[SSHDServer, subprocess.Popen[bytes]]:
     last_log = ""
     for _attempt in range(3):
         port = free_port()
-        config = _check_config(workdir, port, account.pw_name)
+        config = _check_config(workdir, port, account.pw_name, log_level)
         log = open(workdir / "sshd.log", "ab")  # noqa: SIM115 - kept open for the child
         try:
             proc = subprocess.Popen(

@@ -36,17 +36,19 @@ from tests.server.harness import (
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _fail_sync_once(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    calls: list[Path] = []
-    real = area.sync_tree
+def _fail_sync_once(monkeypatch: pytest.MonkeyPatch, name: str = "sync_paths") -> list[Any]:
+    """Fail the first call of ``area.<name>``: ``sync_paths`` makes a placed upload durable (after
+    its rename), ``sync_tree`` its bundle (before)."""
+    calls: list[Any] = []
+    real = getattr(area, name)
 
-    def sync_tree(root: Path, extra: Any = ()) -> None:
-        calls.append(root)
+    def failing(*args: Any) -> None:
+        calls.append(args)
         if len(calls) == 1:
             raise OSError(errno.EIO, "Input/output error")
-        real(root, extra)
+        real(*args)
 
-    monkeypatch.setattr(area, "sync_tree", sync_tree)
+    monkeypatch.setattr(area, name, failing)
     return calls
 
 
@@ -78,6 +80,24 @@ def test_a_failure_after_promotion_rolls_the_record_back(tmp_path: Path, monkeyp
     records = sg.list_records(staging)
     assert [(r.run_id, r.status) for r in records] == [(run_id, "succeeded")]
     assert published(setup.destinations["reports/dest1"]) == {"report.md": REPORT, "summary.txt": SUMMARY}
+
+
+def test_a_failure_to_sync_the_bundle_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    setup = write_setup(tmp_path / "site")
+    staging = setup.staging("reports")
+    archive = bundle_archive(tmp_path)
+    calls = _fail_sync_once(monkeypatch, "sync_tree")
+    with serve_setup(setup) as server, server.client() as http:
+        before = snapshot(setup.staging_root)
+        failed = upload(http, "reports", archive, key="early-failure")
+        assert (failed.status_code, failed.json()) == (500, {"error": "internal error"})
+        assert calls, "the fault was not injected"
+        assert snapshot(setup.staging_root) == before  # not even a sequence number was issued
+        assert sg.list_records(staging) == [] and server.service.pending_count() == 0
+        retry = upload(http, "reports", archive, key="early-failure")
+        assert retry.status_code == 202, retry.text
+        wait_status(http, retry.json()["run_id"], "succeeded")
+    assert [r.seq for r in sg.list_records(staging)] == [1]
 
 
 def test_a_promotion_that_cannot_be_undone_is_answered_as_accepted(

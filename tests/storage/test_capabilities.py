@@ -33,6 +33,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
         Feature.NONBLOCKING_OPEN,
+        Feature.FILE_IDENTITY,
         Feature.PARALLEL_WRITES,
         Feature.PARALLEL_READS,
     },
@@ -42,6 +43,7 @@ DECLARED: dict[str, set[Feature]] = {
         Feature.CONDITIONAL_WRITES,
         Feature.EXCLUSIVE_CREATE,
         Feature.REVISIONS,
+        Feature.PARALLEL_WRITES,
     },
     "s3": {
         Feature.CONDITIONAL_WRITES,
@@ -123,7 +125,9 @@ def test_the_wrapper_reports_a_changed_declaration_of_its_backend(tmp_path: Path
 
     wrapped = FaultInjectingStorage(ObjectStoreLike(tmp_path))
     assert Feature.ATOMIC_RENAME not in wrapped.capabilities
-    assert wrapped.capabilities.features == DECLARED["local"] - {Feature.ATOMIC_RENAME, Feature.IN_PLACE_WRITES}
+    assert wrapped.capabilities.features == (
+        DECLARED["local"] - {Feature.ATOMIC_RENAME, Feature.IN_PLACE_WRITES} - NOT_FORWARDED
+    )
     with pytest.raises(StorageError) as info:
         wrapped.write_stream(".distributor-tmp-0123456789abcdef", [b"x"], overwrite=False, in_place=True)
     assert info.value.kind == ErrorKind.UNSUPPORTED
@@ -351,6 +355,20 @@ def test_nonblocking_open_refuses_a_fifo_at_once(tmp_path: Path) -> None:
     reader.join(5)
     assert not reader.is_alive(), "open_read waited on a FIFO"
     assert isinstance(outcome[0], StorageError) and outcome[0].kind == ErrorKind.UNSUPPORTED
+
+
+def test_file_identity_is_the_lstat_of_each_regular_file(backend: BackendCase, subject: Storage) -> None:
+    subject.write_bytes("id/a.txt", b"abc", overwrite=False)
+    if Feature.FILE_IDENTITY not in subject.capabilities:
+        with pytest.raises(StorageError) as raised:
+            subject.file_identities(["id/a.txt"])
+        assert raised.value.kind == ErrorKind.UNSUPPORTED
+        return
+    assert isinstance(subject, LocalStorage)
+    info = os.lstat(subject.root / "id" / "a.txt")
+    assert subject.file_identities(["id/a.txt", "id", "id/missing"]) == [
+        (info.st_dev, info.st_ino, 3, info.st_mtime_ns, info.st_ctime_ns), None, None,
+    ]
 
 
 def _open_into(storage: Storage, path: str, outcome: list[BaseException]) -> None:

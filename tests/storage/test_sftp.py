@@ -352,6 +352,78 @@ def test_threads_share_one_connection(storage: SFTPStorage) -> None:
     assert storage.connect_count == 1
 
 
+def _parallel_writes(storage: SFTPStorage, count: int, size: int) -> dict[str, bytes]:
+    """``count`` writes of ``size`` bytes, all inside ``write_stream`` at the same time."""
+    barrier = threading.Barrier(count, timeout=30)
+    contents = {f"par/{n}.bin": os.urandom(size) for n in range(count)}
+    errors: list[BaseException] = []
+
+    def chunks(data: bytes) -> Iterator[bytes]:
+        barrier.wait()
+        yield data
+
+    def work(path: str) -> None:
+        try:
+            data = contents[path]
+            storage.write_stream(path, chunks(data), overwrite=False, expected_size=len(data))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(path,)) for path in contents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return contents
+
+
+def test_concurrent_large_writes_run_on_connections_of_their_own(
+    sshd_server: SSHDServer, sftp_root: Path
+) -> None:
+    storage = make_sftp_storage(sshd_server, sftp_root, transfer_connections=3)
+    try:
+        contents = _parallel_writes(storage, 4, 1 << 20)
+        assert storage.connect_count == 1  # the storage's own connection
+        assert storage.transfers.extra_connect_count == 2  # at most 3 in all; the 4th write shared one
+        assert {path: storage.read_bytes(path) for path in contents} == contents
+        storage.write_stream("after.bin", [b"z" * (1 << 20)], overwrite=False, expected_size=1 << 20)
+        assert (storage.connect_count, storage.transfers.extra_connect_count) == (1, 2)  # reused, none new
+    finally:
+        storage.close()
+    assert not storage.connected
+    assert all(not c.connected for c in storage.transfers._active)
+
+
+def test_small_concurrent_writes_share_the_storage_connection(storage: SFTPStorage) -> None:
+    contents = _parallel_writes(storage, 4, 1000)
+    assert {path: storage.read_bytes(path) for path in contents} == contents
+    assert (storage.connect_count, storage.transfers.extra_connect_count) == (1, 0)
+
+
+def test_a_refused_extra_connection_leaves_the_writes_on_the_storage_connection(
+    sshd_server: SSHDServer, sftp_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributor_core.storage import sftp_connection
+
+    storage = make_sftp_storage(sshd_server, sftp_root)
+    original = sftp_connection.SSHConnection._connect
+
+    def only_the_first(self: sftp_connection.SSHConnection):  # type: ignore[no-untyped-def]
+        if self is not storage.connection:  # a server limiting connections per user
+            raise sftp_connection._ConnectError("connection to 127.0.0.1 refused")
+        return original(self)
+
+    monkeypatch.setattr(sftp_connection.SSHConnection, "_connect", only_the_first)
+    try:
+        contents = _parallel_writes(storage, 3, 1 << 20)
+        assert {path: storage.read_bytes(path) for path in contents} == contents
+        assert (storage.connect_count, storage.transfers.extra_connect_count) == (1, 0)
+        assert storage.transfers.limit == 1  # no further attempts
+    finally:
+        storage.close()
+
+
 # ---------------------------------------------------------------------------- root and permissions
 
 

@@ -120,3 +120,35 @@ def test_an_unsupported_paramiko_refuses_the_channel_with_the_reason(
         wire._paramiko_problems.cache_clear()
     assert info.value.kind == ErrorKind.UNAVAILABLE
     assert "paramiko 6.0.0 is outside the supported range >=3.4,<6" in str(info.value)
+
+
+def test_async_request_keeps_the_state_write_requests_are_framed_with() -> None:
+    """``sftp_wire._send_write`` numbers its requests as ``_async_request`` does: under
+    ``_lock``, the owner stored in ``_expecting[num]``, ``request_number`` incremented."""
+    source = inspect.getsource(SFTPClient._async_request)
+    for line in ("self._lock.acquire()", "self._expecting[num] = fileobj", "self.request_number += 1"):
+        assert line in source, f"paramiko SFTPClient._async_request no longer does {line}"
+    assert set(wire.PARAMIKO_CLIENT_STATE) == {"_lock", "request_number", "_expecting"}
+
+
+@pytest.mark.sftp
+def test_a_client_without_the_request_state_refuses_the_channel_with_the_reason(
+    sshd_server: SSHDServer, sftp_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributor_core.storage.errors import ErrorKind, StorageError
+
+    original = SFTPClient.__init__
+
+    def without_counter(self: SFTPClient, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)
+        del self.request_number
+
+    monkeypatch.setattr(SFTPClient, "__init__", without_counter)
+    storage = make_sftp_storage(sshd_server, sftp_root)
+    try:
+        with pytest.raises(StorageError) as info:
+            storage.stat("")
+    finally:
+        storage.close()
+    assert info.value.kind == ErrorKind.UNAVAILABLE
+    assert f"paramiko {paramiko.__version__} has no SFTPClient.request_number" in str(info.value)

@@ -1,0 +1,264 @@
+"""The validation cache of local sources (issue 17, P3): which file identities last hashed to which
+sha256, so a re-run over an unchanged source need not read every file again.
+
+An entry is keyed by the file's storage path below the source root and holds its identity
+(``st_dev``, ``st_ino``, ``st_size``, ``st_mtime_ns``, ``st_ctime_ns``, as git's index does) and
+the sha256 its bytes had. Validation trusts an entry only when every identity field equals the
+file's current ``lstat`` *and* the manifest records the same size and sha256; anything else is
+hashed as without a cache. A write to a file changes its ctime (which no user call can set back),
+so a file changed in place, replaced or restored with ``touch``/``os.utime`` is hashed again.
+
+Racily clean entries (git's term): a file changed within the same timestamp tick as the moment its
+identity was taken would keep an identical stamp. So an entry is recorded, and trusted, only when
+the file's mtime and ctime are older than the moment validation began (``checked_ns``, stored in
+the cache) by a margin: :data:`SUBSECOND_MARGIN_NS` where both stamps have sub-second parts (a
+file system with fine timestamps; the margin covers the kernel's coarse clock and granularities up
+to a large fraction of it), :data:`WHOLE_SECOND_MARGIN_NS` otherwise (1 s or 2 s granularity: FAT,
+ext3, HFS+, some network file systems). A cache whose ``checked_ns`` lies in the future (the clock
+went back) is ignored.
+
+Storage: one file per source root, ``<cache dir>/validation/<sha256 of the absolute root>``, where
+the cache dir is ``$DISTRIBUTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/distributor``, else
+``~/.cache/distributor``; msgpack (msgspec's typed decoder: a 10,000-entry cache loads in a few
+ms), written to a temporary and renamed into place, holding only the files of the last run's
+validation. Any problem reading or writing it (missing, corrupt, another root's, unwritable) is
+ignored: validation then hashes as without a cache, and the run never fails because of it.
+``DISTRIBUTOR_VALIDATION_CACHE=off`` (or a pipeline's ``validation.cache: false``) turns it off.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "SUBSECOND_MARGIN_NS",
+    "SWITCH_ENV",
+    "WHOLE_SECOND_MARGIN_NS",
+    "ValidationCache",
+    "cache_dir",
+    "cache_file",
+    "enabled_by_env",
+]
+
+#: overrides the cache directory (``<dir>/validation/...``)
+CACHE_DIR_ENV = "DISTRIBUTOR_CACHE_DIR"
+#: ``off`` (also ``0``, ``false``, ``no``) turns the validation cache off for every pipeline
+SWITCH_ENV = "DISTRIBUTOR_VALIDATION_CACHE"
+_OFF = frozenset({"off", "0", "false", "no"})
+
+#: margin for files whose stamps have sub-second parts (nanosecond file systems)
+SUBSECOND_MARGIN_NS = 1_000_000_000
+#: margin for files with whole-second stamps (1 s or 2 s timestamp granularity)
+WHOLE_SECOND_MARGIN_NS = 3_000_000_000
+_SECOND = 1_000_000_000
+
+#: bumped whenever the file layout changes (an older file is then ignored)
+FORMAT = 1
+
+#: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)
+Identity = tuple[int, int, int, int, int]
+#: the identity followed by the sha256 (``sha256:<hex>``, as the manifest records it)
+_Entry = tuple[int, int, int, int, int, str]
+
+
+@functools.cache
+def _codec() -> tuple[Any, Any, Any, type[Exception]]:
+    """The file's msgspec type, encoder, typed decoder and decode error, built on first use (a
+    run over an empty source imports no msgspec)."""
+    import msgspec
+
+    class CacheFile(msgspec.Struct, array_like=True):
+        format: int
+        root: str
+        checked_ns: int
+        entries: dict[str, _Entry]
+
+    return CacheFile, msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(CacheFile), msgspec.DecodeError
+
+
+def encode(root: str, checked_ns: int, entries: Mapping[str, _Entry], *, format: int = FORMAT) -> bytes:
+    """The bytes of a cache file (what :meth:`ValidationCache.save` writes)."""
+    cache_type, encoder, _, _ = _codec()
+    return encoder.encode(cache_type(format, root, checked_ns, dict(entries)))
+
+
+def enabled_by_env(environ: Mapping[str, str] = os.environ) -> bool:
+    """False when ``DISTRIBUTOR_VALIDATION_CACHE`` says ``off``."""
+    return environ.get(SWITCH_ENV, "").strip().lower() not in _OFF
+
+
+def cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The distributor cache directory, or None when there is no usable one."""
+    explicit = environ.get(CACHE_DIR_ENV, "")
+    if explicit:
+        return Path(explicit)
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative value is ignored
+        return Path(xdg) / "distributor"
+    try:
+        return Path.home() / ".cache" / "distributor"
+    except (RuntimeError, KeyError, OSError):
+        return None
+
+
+def cache_file(root: str, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Where the cache of the source root ``root`` (an absolute path) lives."""
+    base = cache_dir(environ)
+    if base is None:
+        return None
+    name = hashlib.sha256(os.fsencode(root)).hexdigest()
+    return base / "validation" / name
+
+
+def _margin(mtime_ns: int, ctime_ns: int) -> int:
+    if mtime_ns % _SECOND and ctime_ns % _SECOND:
+        return SUBSECOND_MARGIN_NS
+    return WHOLE_SECOND_MARGIN_NS
+
+
+def settled(identity: Identity, checked_ns: int) -> bool:
+    """True when the stamps of ``identity`` are older than ``checked_ns`` by the safety margin
+    (a change after ``checked_ns`` cannot leave them as they are)."""
+    mtime_ns, ctime_ns = identity[3], identity[4]
+    limit = checked_ns - _margin(mtime_ns, ctime_ns)
+    return mtime_ns < limit and ctime_ns < limit
+
+
+class ValidationCache:
+    """The cache of one source root for one run: what the last run recorded (``load``), what this
+    run has seen (``trusted`` hits and ``record``-ed hashes), written back by ``save``.
+
+    ``hits`` and ``misses`` count lookups (for reports and tests)."""
+
+    __slots__ = ("_new", "_old", "_stored_ns", "checked_ns", "file", "hits", "misses", "root")
+
+    def __init__(self, root: str, file: Path | None, *, checked_ns: int | None = None) -> None:
+        self.root = root
+        self.file = file
+        #: what the last run recorded; None until first needed (read from ``file`` then)
+        self._old: dict[str, _Entry] | None = None
+        self._new: dict[str, _Entry] = {}
+        #: ``checked_ns`` of the stored cache (its entries must have settled by then)
+        self._stored_ns = 0
+        #: this run's reference moment: taken before any file of this run is looked at
+        self.checked_ns = time.time_ns() if checked_ns is None else checked_ns
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def load(cls, root: str, environ: Mapping[str, str] = os.environ) -> ValidationCache:
+        """The cache of ``root`` as the last run left it (read when first consulted); empty when
+        there is none or it cannot be used (never raises for a bad file)."""
+        root = os.path.abspath(root)
+        return cls(root, cache_file(root, environ))
+
+    def _entries(self) -> dict[str, _Entry]:
+        old = self._old
+        if old is None:
+            old = self._old = self._read()
+        return old
+
+    def _read(self) -> dict[str, _Entry]:
+        if self.file is None:
+            return {}
+        try:
+            data = self.file.read_bytes()
+        except OSError:
+            return {}
+        _, _, decoder, decode_error = _codec()
+        try:
+            stored = decoder.decode(data)
+        except (decode_error, ValueError, TypeError):
+            return {}
+        if stored.format != FORMAT or stored.root != self.root or stored.checked_ns > self.checked_ns:
+            return {}  # another layout, a hash collision, or the clock went back
+        self._stored_ns = stored.checked_ns
+        return stored.entries  # each entry's margin is checked when it is looked up
+
+    def __len__(self) -> int:
+        """Entries of the stored cache that may be trusted."""
+        entries = self._entries()
+        return sum(1 for entry in entries.values() if settled(entry, self._stored_ns))
+
+    def trusted(self, path: str, identity: Identity | None, size: object, sha256: object) -> bool:
+        """True when ``path`` last hashed to ``sha256`` with exactly this ``identity`` (and
+        ``size``); the entry is then kept for the next run."""
+        if identity is not None:
+            entry = self._entries().get(path)
+            if (
+                entry is not None
+                and entry[:5] == identity
+                and entry[2] == size
+                and entry[5] == sha256
+                and settled(identity, self._stored_ns)
+            ):
+                self._new[path] = entry
+                self.hits += 1
+                return True
+        self.misses += 1
+        return False
+
+    def untrusted(
+        self, paths: Sequence[str], identities: Sequence[Identity | None], records: Sequence[Any]
+    ) -> list[int]:
+        """Indexes of the files that must be hashed: :meth:`trusted` for each path, its current
+        identity and its manifest record (``size``, ``sha256``), in one pass."""
+        entries = self._entries()
+        new = self._new
+        subsecond = self._stored_ns - SUBSECOND_MARGIN_NS
+        whole = self._stored_ns - WHOLE_SECOND_MARGIN_NS
+        pending: list[int] = []
+        for index, (path, identity, record) in enumerate(zip(paths, identities, records, strict=True)):
+            entry = entries.get(path) if identity is not None else None
+            if entry is not None and entry[:5] == identity and entry[2] == record.size and entry[5] == record.sha256:
+                mtime_ns, ctime_ns = entry[3], entry[4]
+                limit = subsecond if mtime_ns % _SECOND and ctime_ns % _SECOND else whole
+                if mtime_ns < limit and ctime_ns < limit:  # settled(entry, stored_ns), inline
+                    new[path] = entry
+                    continue
+            pending.append(index)
+        self.hits += len(paths) - len(pending)
+        self.misses += len(pending)
+        return pending
+
+    def record(self, path: str, identity: Identity | None, sha256: str) -> None:
+        """``path``, whose identity was ``identity`` before it was read, hashed to ``sha256``."""
+        if identity is not None and settled(identity, self.checked_ns):
+            self._new[path] = (*identity, sha256)
+
+    def save(self) -> bool:
+        """Write what this run saw (hits and recorded hashes) in place of the old cache; False
+        when it could not be written (ignored: the next run hashes again)."""
+        file = self.file
+        if file is None:
+            return False
+        if not self._new:  # nothing seen (no bundle, every file changed): nothing to keep
+            try:
+                file.unlink(missing_ok=True)
+            except OSError:
+                return False
+            return True
+        data = encode(self.root, self.checked_ns, self._new)
+        temp = None
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(temp, file)
+        except OSError:
+            if temp is not None:
+                try:
+                    os.unlink(temp)
+                except OSError:
+                    pass
+            return False
+        return True
