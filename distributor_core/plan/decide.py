@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from distributor_core import paths as lp
@@ -48,6 +49,8 @@ from distributor_core.plan.takeover import (
 )
 from distributor_core.state import project_single_owner_outputs
 from distributor_core.state.model import OwnerScope, SharedOutputRecord
+
+_PATH = attrgetter("path")
 
 #: Extra entries the replace-mode pre-check may list beyond the recorded outputs (resolutions B2).
 REPLACE_CHECK_SLACK = 10_000
@@ -108,7 +111,9 @@ def prepare(
     made from the Markdown sources :func:`~distributor_core.plan.outputs.markdown_sources` named."""
     policy = check_request(pipeline_id, destination_id, policy)
     bundle_path = bundle_path_for(policy, source_bundle_path)
-    outputs = build_outputs(manifest_files=manifest.files, policy=policy, generated=generated)
+    outputs = build_outputs(
+        manifest_files=manifest.files, policy=policy, generated=generated, manifest_validated=manifest_validated
+    )
     outputs, primary_url = apply_links(outputs, bundle_path=bundle_path, policy=policy)
     return Publication(
         pipeline_id=pipeline_id,
@@ -288,7 +293,7 @@ def _single_owner(
     else:
         draft.merge_retention = merge
     if draft.merge_retention:
-        found = _collision(pub, facts, {o.path for o in existing.outputs})
+        found = _collision(pub, facts, set(map(_PATH, existing.outputs)))
         if isinstance(found, FirstExisting):
             return found
         if found is not None:
@@ -298,7 +303,7 @@ def _single_owner(
     ask = ListFiles(pub.bundle_path, limit=len(existing.outputs) + REPLACE_CHECK_SLACK)
     if not facts.answered(ask):
         return ask
-    recorded = {o.path for o in existing.outputs}
+    recorded = set(map(_PATH, existing.outputs))
     for relative in facts.answer(ask).paths:
         if relative not in recorded:
             draft.fail(
@@ -372,7 +377,7 @@ def _shared_root(
     draft.other_owner_outputs = tuple(o for o in others if o.path not in taken_paths)
 
     # (c) partitions (§4.5 step 3c, §6.6)
-    planned = {o.path for o in pub.outputs}
+    planned = set(map(_PATH, pub.outputs))
     retained: list[SharedOutputRecord] = []
     to_delete: list[SharedOutputRecord] = []
     merge = pub.policy.reconciliation_mode == ReconciliationMode.MERGE
@@ -402,7 +407,7 @@ def _force_deletes(pub: Publication, facts: DestinationFacts, draft: _Draft) -> 
             f"destination bundle path {lp.display_path(pub.bundle_path)} holds more than "
             f"{FORCE_WALK_LIMIT} entries; forced replacement refuses to run"
         )
-    planned = {o.path for o in pub.outputs}
+    planned = set(map(_PATH, pub.outputs))
     deletes = []
     for relative in listing.paths:
         # nested bundles' state goes with their outputs; locks, journals, temporaries and

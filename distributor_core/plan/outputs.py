@@ -165,32 +165,45 @@ def render_markdown(
 
 
 def build_outputs(
-    *, manifest_files: Sequence[ManifestFile], policy: DestinationPolicy, generated: Iterable[PlannedOutput] = ()
+    *,
+    manifest_files: Sequence[ManifestFile],
+    policy: DestinationPolicy,
+    generated: Iterable[PlannedOutput] = (),
+    manifest_validated: bool = False,
 ) -> list[PlannedOutput]:
     """Plan order: every source copy in manifest order, then the generated outputs (in manifest
-    order of their Markdown sources, as :func:`render_markdown` made them)."""
+    order of their Markdown sources, as :func:`render_markdown` made them).
+    ``manifest_validated``: the caller validated the manifest, so its paths are unique and only
+    generated outputs can collide."""
     outputs: list[PlannedOutput] = []
+    paths: list[str] = []
     if policy.publish_source:
-        paths = list(map(attrgetter("path"), manifest_files))
-        # map() builds the records from C (PlannedOutput(path, "source", path, sha256, size))
-        outputs.extend(
+        paths = list(map(_PATH, manifest_files))
+        count = len(paths)
+        # PlannedOutput(path, "source", path, sha256, size), built in C (a msgspec Struct)
+        outputs = list(
             map(
                 PlannedOutput,
                 paths,
-                repeat("source", len(paths)),
+                repeat("source", count),
                 paths,
-                map(attrgetter("sha256"), manifest_files),
-                map(attrgetter("size"), manifest_files),
+                map(_SHA256, manifest_files),
+                map(_SIZE, manifest_files),
             )
         )
-    outputs.extend(generated)
-    if len({output.path for output in outputs}) != len(outputs):
+    extra = list(generated)
+    outputs.extend(extra)
+    may_collide = bool(extra) or not manifest_validated  # a validated manifest's paths are unique
+    if may_collide and len(set(paths).union([output.path for output in extra])) != len(outputs):
         seen: set[str] = set()
         for output in outputs:
             if output.path in seen:
                 raise PlanError(f"destination output path collision: {output.path}")
             seen.add(output.path)
     return outputs
+
+
+_PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
 
 
 def output_url(base_url: str, logical_path: str) -> str:

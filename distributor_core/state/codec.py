@@ -14,8 +14,9 @@ UTC timestamps and Go string escaping, two-space indented with a trailing newlin
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from distributor_core.bundle import (
@@ -48,6 +49,7 @@ from distributor_core.state.model import (
 from distributor_core.state.validate import (
     _validate_shared_root,
     _validate_single_owner,
+    output_columns_valid,
     validate_shared_root,
     validate_single_owner,
 )
@@ -390,6 +392,41 @@ def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
 
 def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
     """:func:`_outputs_fast` on the nine columns of ``_OUTPUT_KEYS`` (``None`` for absent)."""
+    rows = _output_rows(columns)
+    return None if rows is None else _records(*rows)
+
+
+def _checked_outputs_from_columns(
+    columns: list[list[Any]], valid_paths: list[str] | None, valid_shas: list[str] | None = None
+) -> tuple[list[OutputRecord], bool] | None:
+    """Output records from the typed decoder's columns (``typed.output_columns``: every
+    required string present and non-empty, int64 sizes, optional strings as strings), and
+    whether they pass every output rule of validation (``validate.output_columns_valid``;
+    ``valid_paths`` and ``valid_shas`` as there), checked on the columns before any record is
+    built. ``None`` when a time does not parse or a path repeats (the exact decoder words it)."""
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
+    times = _unique_paths_and_times(paths, created, updated)
+    if times is None:
+        return None
+    checked = output_columns_valid(
+        paths=paths,
+        kinds=kinds,
+        sources=sources,
+        shas=shas,
+        sizes=sizes,
+        times=list(times.values()),
+        transforms=transforms,
+        urls=urls,
+        valid_paths=valid_paths,
+        valid_shas=valid_shas,
+        unique=True,
+    )
+    return _records(columns, times), checked
+
+
+def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, datetime]] | None:
+    """The columns in record field order (optional strings ``""`` for absent, times still
+    text) and the parsed time of each distinct text, or ``None`` when a record is unusual."""
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     for column in (paths, kinds, sources, shas, created, updated):
         if set(map(type, column)) - {str} or not all(column):
@@ -403,16 +440,33 @@ def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None
         return None
     if sizes and not (min(sizes) >= _INT64_MIN and max(sizes) <= _INT64_MAX):
         return None
+    times = _unique_paths_and_times(paths, created, updated)
+    if times is None:
+        return None
+    return [paths, kinds, sources, shas, sizes, created, updated, transforms, urls], times
+
+
+def _unique_paths_and_times(paths: list[str], created: list[str], updated: list[str]) -> dict[str, datetime] | None:
+    """The parsed time of each distinct created/updated text, or ``None`` when a path repeats or
+    a time does not parse."""
     if len(set(paths)) != len(paths):
         return None
     try:
-        times = {text: parse_rfc3339(text) for text in {*created, *updated}}
+        return {text: parse_rfc3339(text) for text in {*created, *updated}}
     except TimestampError:
         return None
-    made = [times[text] for text in created]
-    changed = [times[text] for text in updated]
-    # built column by column from C loops (the constructor's result, without its per-field calls)
-    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
+
+
+def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[OutputRecord]:
+    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
+    made = list(map(times.__getitem__, created))
+    changed = list(map(times.__getitem__, updated))
+    # one C constructor call per record (OutputRecord is a msgspec Struct); for a dataclass
+    # record type records_from_columns would skip __post_init__ when every time is UTC already
+    utc = all(type(value) is datetime and value.tzinfo is UTC for value in times.values())
+    return records_from_columns(
+        OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls), normalised=utc
+    )
 
 
 def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
@@ -461,17 +515,26 @@ def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | N
     doc = typed.decode_single_owner(data)
     if doc is None:
         return None
-    columns = typed.output_columns(doc)
-    outputs = _outputs_from_columns(columns) if columns is not None else None
-    manifest = typed.manifest(doc, known) if outputs is not None else None
-    if manifest is None:
+    manifest = typed.manifest(doc, known)
+    columns = typed.output_columns(doc) if manifest is not None else None
+    # the manifest is valid, so its paths and digests are valid: equal output columns need no rescan
+    built = (
+        _checked_outputs_from_columns(columns, list(map(_PATH, manifest.files)), list(map(_SHA256, manifest.files)))
+        if columns is not None
+        else None
+    )
+    if built is None:
         return None
+    outputs, checked = built
     try:
         top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
         state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
-        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True, outputs_checked=checked)
     except StateError:
         return None
+
+
+_PATH, _SHA256 = attrgetter("path"), attrgetter("sha256")
 
 
 def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:

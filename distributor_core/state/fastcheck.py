@@ -68,7 +68,7 @@ def http_urls_valid(urls: Sequence[Any]) -> bool:
 
 def sizes_valid(sizes: Sequence[Any]) -> bool:
     """True when every value is a non-negative JSON integer (bool excluded)."""
-    return all(type(size) is int for size in sizes) and (not sizes or min(sizes) >= 0)
+    return not sizes or (set(map(type, sizes)) == {int} and min(sizes) >= 0)
 
 
 def times_set(values: Sequence[Any]) -> bool:
@@ -125,24 +125,43 @@ def manifest_valid(manifest: Any) -> bool:
     try:
         if type(manifest) is not Manifest:
             return False
-        if type(manifest.schema_version) is not int or manifest.schema_version != 1:
-            return False
-        if not isinstance(manifest.id, str) or manifest.id == "":
-            return False
-        if not digests_valid([manifest.digest]):
-            return False
-        if not times_set([manifest.created]):
-            return False
         files = manifest.files
         if not files or set(map(type, files)) != {ManifestFile}:
             return False
-        paths = list(map(_PATH, files))
+        return manifest_columns_valid(
+            manifest.schema_version,
+            manifest.id,
+            manifest.digest,
+            manifest.created,
+            list(map(_PATH, files)),
+            list(map(_SHA256, files)),
+            list(map(_SIZE, files)),
+        )
+    except Exception:  # anything unexpected: let the exact validation decide
+        return False
+
+
+def manifest_columns_valid(
+    schema_version: Any, manifest_id: Any, digest: Any, created: Any, paths: list, shas: list, sizes: list
+) -> bool:
+    """:func:`manifest_valid` for a manifest given as its fields and its files' three columns
+    (checked before any ``ManifestFile`` is built)."""
+    try:
+        if type(schema_version) is not int or schema_version != 1:
+            return False
+        if not isinstance(manifest_id, str) or manifest_id == "":
+            return False
+        if not digests_valid([digest]):
+            return False
+        if not times_set([created]):
+            return False
+        if not paths or not len(paths) == len(shas) == len(sizes):
+            return False
         if len(set(paths)) != len(paths) or not bundle_paths_valid(paths):
             return False
-        shas, sizes = list(map(_SHA256, files)), list(map(_SIZE, files))
         if not digests_valid(shas) or not sizes_valid(sizes):
             return False
-        return _digest_of_columns(paths, shas, sizes) == manifest.digest
+        return _digest_of_columns(paths, shas, sizes) == digest
     except Exception:  # anything unexpected: let the exact validation decide
         return False
 

@@ -16,6 +16,8 @@ from enum import StrEnum
 from itertools import repeat
 from typing import TypeAlias
 
+import msgspec
+
 from distributor_core.bundle import Manifest
 from distributor_core.state.errors import StateError
 from distributor_core.timefmt import to_utc
@@ -59,28 +61,34 @@ def _utc(owner: object, name: str) -> None:
         raise StateError(f"state {name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
-    object.__setattr__(owner, name, to_utc(value))
+    setter = msgspec.structs.force_setattr if isinstance(owner, msgspec.Struct) else object.__setattr__
+    setter(owner, name, to_utc(value))
 
 
-def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list:
-    """``[cls(*row) for row in zip(*columns)]`` for a frozen, slotted record dataclass, built
+def records_from_columns(cls: type, columns: Sequence[Sequence[object]], *, normalised: bool = False) -> list:
+    """``[cls(*row) for row in zip(*columns)]`` for a frozen, slotted record dataclass (or a
+    msgspec Struct, whose constructor is simply mapped over the columns), built
     column by column from C loops (performance only: 100,000 output records of a large state).
 
     Each field is set through its slot descriptor (what the generated ``__init__`` does with
     ``object.__setattr__``), then ``__post_init__`` runs on every record as construction runs
     it, so the records are the ones the constructor would build. ``columns`` are the leading
     fields in order, of equal length; when they are not every field (a field with a default
-    added later), the constructor builds the records instead."""
-    names = [f.name for f in fields(cls)]
+    added later), the constructor builds the records instead. ``normalised``: the caller has
+    checked that ``__post_init__`` would change nothing (e.g. every time already a UTC
+    ``datetime``), so it is not run."""
     if len({len(column) for column in columns}) > 1:
         raise ValueError("records_from_columns needs columns of equal length")
+    if issubclass(cls, msgspec.Struct):  # its constructor already runs in C
+        return list(map(cls, *columns))
+    names = [f.name for f in fields(cls)]
     if len(columns) != len(names):
         return list(map(cls, *columns))
     count = len(columns[0]) if columns else 0
     records = list(map(object.__new__, repeat(cls, count)))
     for name, column in zip(names, columns, strict=True):
         deque(map(getattr(cls, name).__set__, records, column), maxlen=0)
-    post_init = getattr(cls, "__post_init__", None)
+    post_init = None if normalised else getattr(cls, "__post_init__", None)
     if post_init is not None:
         deque(map(post_init, records), maxlen=0)
     return records
@@ -106,9 +114,11 @@ class OwnerScope:
         return {"pipeline_id": self.pipeline_id, "destination_id": self.destination_id}
 
 
-@dataclass(frozen=True, slots=True)
-class OutputRecord:
-    """One managed output of single-owner state."""
+class OutputRecord(msgspec.Struct, frozen=True, gc=False):
+    """One managed output of single-owner state.
+
+    A frozen msgspec Struct rather than a dataclass: a large state holds one per output, and a
+    Struct is built in C (issue 17 P4). Copy with changes through ``msgspec.structs.replace``."""
 
     path: str
     kind: str

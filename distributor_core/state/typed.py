@@ -13,20 +13,26 @@ result, only how fast a valid document is read. Times stay strings here: they ar
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Annotated
 
 import msgspec
 
 from distributor_core.bundle import Manifest, ManifestFile
 from distributor_core.state import fastcheck
+from distributor_core.state.model import records_from_columns
 from distributor_core.timefmt import TimestampError, parse_rfc3339
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
+#: a string the exact decoder takes as present (absent, null and "" are "required" errors there)
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
+_Int64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+
 
 class _File(msgspec.Struct, gc=False):
-    path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
+    path: _Text
+    sha256: _Text
+    size: _Int64
 
 
 class _Manifest(msgspec.Struct):
@@ -50,15 +56,18 @@ class _Links(msgspec.Struct):
 
 
 class Output(msgspec.Struct, gc=False):
-    path: str | None = None
-    kind: str | None = None
-    source_path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
-    transform: str | None = None
-    url: str | None = None
+    """A complete, plain output record: required strings present and non-empty, an int64 size,
+    optional strings absent, null or strings (anything else fails the decode)."""
+
+    path: _Text
+    kind: _Text
+    source_path: _Text
+    sha256: _Text
+    size: _Int64
+    created_at: _Text
+    updated_at: _Text
+    transform: str | None = ""
+    url: str | None = ""
 
 
 class SingleOwner(msgspec.Struct, tag_field="schema_version", tag=2):
@@ -117,41 +126,58 @@ _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("si
 
 def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
     """The recorded manifest, valid: the one of ``valid`` (already validated by the caller) it
-    describes exactly, or one built from the columns that ``fastcheck.manifest_valid`` accepts;
-    ``None`` when neither (the exact decoder then words the error)."""
+    describes exactly; one with the files of such a manifest (a newer build of the same
+    content), whose own fields then pass the manifest rules; or one whose columns
+    ``fastcheck.manifest_columns_valid`` accepts, built column-wise. ``None`` when none of these
+    (the exact decoder then words the error)."""
     raw = doc.source.manifest if doc.source is not None else None
     if raw is None or not raw.files or raw.created is None:
         return None
     files = raw.files
+    # the decoder checked every file: non-empty path and sha256 strings, an int64 size
     paths, shas, sizes = list(map(_PATH, files)), list(map(_SHA256, files)), list(map(_SIZE, files))
-    if None in paths or None in shas or None in sizes or min(sizes) < _INT64_MIN or max(sizes) > _INT64_MAX:
-        return None
     try:
         created = parse_rfc3339(raw.created)
     except TimestampError:
         return None
     for known in valid:
+        if not (
+            len(files) == len(known.files)
+            and paths == list(map(_PATH, known.files))
+            and shas == list(map(_SHA256, known.files))
+            and sizes == list(map(_SIZE, known.files))
+        ):
+            continue
         if (
             raw.schema_version == known.schema_version
             and raw.id == known.id
             and raw.digest == known.digest
             and created == known.created
-            and len(files) == len(known.files)
-            and paths == list(map(_PATH, known.files))
-            and shas == list(map(_SHA256, known.files))
-            and sizes == list(map(_SIZE, known.files))
         ):
             return known
+        # the files of a valid manifest, so valid files whose bundle digest is known.digest
+        if (
+            type(raw.schema_version) is int
+            and raw.schema_version == known.schema_version
+            and isinstance(raw.id, str)
+            and raw.id != ""
+            and raw.digest == known.digest
+            and fastcheck.times_set([created])
+        ):
+            return Manifest(
+                schema_version=raw.schema_version, id=raw.id, digest=raw.digest, created=created, files=known.files
+            )
     if raw.schema_version is None or raw.id is None or raw.digest is None:
         return None
-    built = Manifest(
+    if not fastcheck.manifest_columns_valid(raw.schema_version, raw.id, raw.digest, created, paths, shas, sizes):
+        return None
+    return Manifest(
         schema_version=raw.schema_version,
         id=raw.id,
         digest=raw.digest,
         created=created,
-        files=tuple(map(ManifestFile, paths, shas, sizes)),
+        files=tuple(records_from_columns(ManifestFile, (paths, shas, sizes))),
     )
-    return built if fastcheck.manifest_valid(built) else None
 
 
 _OUTPUT_COLUMNS = tuple(
@@ -161,9 +187,14 @@ _OUTPUT_COLUMNS = tuple(
 
 
 def output_columns(doc: SingleOwner) -> list[list] | None:
-    """The outputs as the nine columns the exact decoder's fast path checks (``None`` values
-    where a key is absent or null), or ``None`` when there is no outputs array."""
+    """The outputs as the nine columns of :class:`Output` (types and presence checked by the
+    decoder; a null optional string is ``""`` here, as on the exact path), or ``None`` when
+    there is no outputs array."""
     outputs = doc.outputs
     if outputs is None:
         return None
-    return [list(map(getter, outputs)) for getter in _OUTPUT_COLUMNS]
+    columns = [list(map(getter, outputs)) for getter in _OUTPUT_COLUMNS]
+    for index in (7, 8):  # transform, url
+        if columns[index].count(None):
+            columns[index] = [value or "" for value in columns[index]]
+    return columns

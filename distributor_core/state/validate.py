@@ -119,26 +119,17 @@ def _outputs_valid_fast(
     try:
         if set(map(type, outputs)) - {record_type}:
             return False
-        paths = list(map(_PATH, outputs))
-        if len(set(paths)) != len(paths):
-            return False
-        if paths != valid_paths and not lp.bundle_paths_valid(paths):
-            return False
-        sources = list(map(_SOURCE_PATH, outputs))
-        if sources != valid_paths and sources != paths and not lp.bundle_paths_valid(sources):
-            return False
-        kinds = set(map(_KIND, outputs))
-        if not kinds <= set(OUTPUT_KINDS):
-            return False
-        if OUTPUT_KIND_GENERATED in kinds and not all(o.transform for o in outputs if o.kind == OUTPUT_KIND_GENERATED):
-            return False
-        if not fastcheck.http_urls_valid([url for url in map(_URL, outputs) if url]):
-            return False
-        if not fastcheck.digests_valid(list(map(_SHA256, outputs))):
-            return False
-        if not fastcheck.sizes_valid(list(map(_SIZE, outputs))):
-            return False
-        if not fastcheck.times_set(list(map(_CREATED, outputs)) + list(map(_UPDATED, outputs))):
+        if not output_columns_valid(
+            paths=list(map(_PATH, outputs)),
+            kinds=list(map(_KIND, outputs)),
+            sources=list(map(_SOURCE_PATH, outputs)),
+            shas=list(map(_SHA256, outputs)),
+            sizes=list(map(_SIZE, outputs)),
+            times=list(map(_CREATED, outputs)) + list(map(_UPDATED, outputs)),
+            transforms=list(map(_TRANSFORM, outputs)),
+            urls=list(map(_URL, outputs)),
+            valid_paths=valid_paths,
+        ):
             return False
         if owners is None:
             return True
@@ -153,7 +144,54 @@ def _outputs_valid_fast(
         return False
 
 
-_PATH, _SOURCE_PATH, _KIND, _URL = (attrgetter(name) for name in ("path", "source_path", "kind", "url"))
+def output_columns_valid(
+    *,
+    paths: list,
+    kinds: list,
+    sources: list,
+    shas: list,
+    sizes: list,
+    times: list,
+    transforms: list,
+    urls: list,
+    valid_paths: list[str] | None = None,
+    valid_shas: list[str] | None = None,
+    unique: bool = False,
+) -> bool:
+    """True when outputs with these columns pass every per-record rule of
+    :func:`_check_output_common` plus unique paths and set times (``times``: every created and
+    updated value, in any order; duplicates may be left out). The parser checks the columns it
+    has decoded before it builds a record, then tells validation so (``outputs_checked``).
+    ``valid_shas``: digests already known valid (the validated manifest's); an equal column
+    needs no rescan. ``unique``: the caller has already checked that no path repeats."""
+    try:
+        if not unique and len(set(paths)) != len(paths):
+            return False
+        if paths != valid_paths and not lp.bundle_paths_valid(paths):
+            return False
+        if sources != valid_paths and sources != paths and not lp.bundle_paths_valid(sources):
+            return False
+        kind_set = set(kinds)
+        if not kind_set <= set(OUTPUT_KINDS):
+            return False
+        if OUTPUT_KIND_GENERATED in kind_set and not all(
+            transform for kind, transform in zip(kinds, transforms, strict=True) if kind == OUTPUT_KIND_GENERATED
+        ):
+            return False
+        if not fastcheck.http_urls_valid([url for url in urls if url]):
+            return False
+        if shas != valid_shas and not fastcheck.digests_valid(shas):
+            return False
+        if not fastcheck.sizes_valid(sizes):
+            return False
+        return fastcheck.times_set(times)
+    except Exception:  # anything unexpected: the record-by-record loop decides
+        return False
+
+
+_PATH, _SOURCE_PATH, _KIND, _URL, _TRANSFORM = (
+    attrgetter(name) for name in ("path", "source_path", "kind", "url", "transform")
+)
 _SHA256, _SIZE, _CREATED, _UPDATED = (attrgetter(name) for name in ("sha256", "size", "created_at", "updated_at"))
 
 
@@ -164,8 +202,15 @@ def _check_unique_path(index: int, path: str, seen: set[str]) -> None:
 
 
 def _validate_single_owner(
-    state: SingleOwnerState, *, state_mode: str, manifest_checked: bool = False, valid: Sequence[Manifest] = ()
+    state: SingleOwnerState,
+    *,
+    state_mode: str,
+    manifest_checked: bool = False,
+    outputs_checked: bool = False,
+    valid: Sequence[Manifest] = (),
 ) -> SingleOwnerState:
+    """``manifest_checked`` / ``outputs_checked``: the parser built the manifest / the outputs
+    from columns it checked (:func:`output_columns_valid`), so they are not checked again."""
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
     if not state.pipeline_id:
@@ -182,6 +227,8 @@ def _validate_single_owner(
     if not manifest_checked:
         _check_manifest(state.manifest, "state source.manifest", valid)
     _check_url(state.primary_url, "state links.primary_url")
+    if outputs_checked:
+        return state
     # the manifest passed validation above (or in the parser), so its paths are valid paths
     manifest_paths = [f.path for f in state.manifest.files]
     if not _outputs_valid_fast(state.outputs, OutputRecord, valid_paths=manifest_paths):

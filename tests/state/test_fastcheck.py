@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distributor_core.bundle import Manifest, ManifestFile, bundle_digest, digest_problem, source_path_problem
+from distributor_core.bundle import (
+    Manifest,
+    ManifestError,
+    ManifestFile,
+    bundle_digest,
+    digest_problem,
+    source_path_problem,
+)
 from distributor_core.bundle.validate import validate_manifest
 from distributor_core.state import fastcheck
 from distributor_core.state.validate import check_http_url
@@ -124,6 +131,10 @@ _VARIANTS = [
     _OUT % ('"a.md"', "9223372036854775808", '"2026-01-02T00:00:00Z"', ""),
     "null",
     "[]",
+    (_OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', "")).replace('"source",', '"bogus",'),
+    (_OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', "")).replace('"source",', '"generated",'),
+    (_OUT % ('"a.md"', "3", '"2026-01-02T00:00:00Z"', "")).replace('"sha256:1', '"sha256:X'),
+    (_OUT % ('"b.md"', "3", '"2026-01-02T00:00:00Z"', "")).replace('"a.md"', '"a/../b"'),
 ]
 
 
@@ -246,3 +257,72 @@ def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument
     broken = replace(state.manifest, digest="sha256:" + "f" * 64)
     with pytest.raises(StateError, match="digest"):
         marshal_state(replace(state, manifest=broken), valid_manifests=(state.manifest,))
+
+
+_MANIFEST_VARIANTS = [
+    lambda text: text,
+    lambda text: text.replace('"id": "b"', '"id": "other"'),
+    lambda text: text.replace('"id": "b"', '"id": ""'),
+    lambda text: text.replace('"id": "b",', ""),
+    lambda text: text.replace('"schema_version": 1', '"schema_version": 2'),
+    lambda text: text.replace('"schema_version": 1', '"schema_version": true'),
+    lambda text: text.replace('"created": "2026-01-01T00:00:00Z"', '"created": "0001-01-01T00:00:00Z"'),
+    lambda text: text.replace('"created": "2026-01-01T00:00:00Z"', '"created": "2026-01-01T01:00:00+01:00"'),
+    lambda text: text.replace('"created": "2026-01-01T00:00:00Z"', '"created": "2026-01-05T00:00:00.5Z"'),
+    lambda text: text.replace('"size": 3}]}}', '"size": 4}]}}'),
+    lambda text: text.replace('"size": 3}]}}', '"size": 3}, {"path": "b.md", "sha256": "sha256:'
+                              + "2" * 64 + '", "size": 1}]}}'),
+]
+
+
+def test_typed_manifest_with_the_files_of_a_valid_one_is_the_exact_result(monkeypatch) -> None:
+    """A recorded manifest that lists exactly the files of a manifest the caller validated (a
+    newer build of the same content: replace_older) is built around those files, and every
+    other field still has to pass: same state or same error as the exact decoder."""
+    from datetime import timedelta
+
+    from distributor_core.state import codec, parse_state_document
+
+    base = _state_text([_VARIANTS[0]])
+    recorded = parse_state_document(base).manifest
+    later = Manifest(1, "b", recorded.digest, recorded.created + timedelta(days=1), recorded.files)
+    shared = 0
+    for change in _MANIFEST_VARIANTS:
+        text = change(base)
+        text = text.replace(recorded.digest, bundle_digest(_files_of(text))) if "b.md" in text else text
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
+        exact = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
+        typed_result = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        assert typed_result == exact, text
+        ok = typed_result[0] == "ok"
+        if ok and typed_result[1].manifest.files == later.files and typed_result[1].manifest.created != later.created:
+            assert typed_result[1].manifest.files is later.files
+            shared += 1
+    assert shared >= 3
+
+
+def _files_of(text: str) -> list[ManifestFile]:
+    import json
+
+    files = json.loads(text)["source"]["manifest"]["files"]
+    return [ManifestFile(f["path"], f["sha256"], f["size"]) for f in files]
+
+
+def test_manifest_columns_valid_agrees_with_validate_manifest() -> None:
+    files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c", "sha256:" + "2" * 64, 0))
+    good = Manifest(1, "b", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
+    validate_manifest(good)
+    assert fastcheck.manifest_valid(good)
+    for bad in (
+        Manifest(2, "b", good.digest, good.created, files),
+        Manifest(1, "", good.digest, good.created, files),
+        Manifest(1, "b", "sha256:" + "f" * 64, good.created, files),
+        Manifest(1, "b", good.digest, datetime(1, 1, 1, tzinfo=UTC), files),
+        Manifest(1, "b", good.digest, good.created, files[:1]),
+        Manifest(1, "b", good.digest, good.created, (files[0], files[0])),
+        Manifest(1, "b", good.digest, good.created, ()),
+    ):
+        assert not fastcheck.manifest_valid(bad)
+        with pytest.raises(ManifestError):
+            validate_manifest(bad)

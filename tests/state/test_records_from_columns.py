@@ -40,3 +40,18 @@ def test_fewer_columns_than_fields_use_the_constructor_and_errors_still_raise() 
         records_from_columns(OutputRecord, (*_COLUMNS[:5], ["not a time", "x"], *_COLUMNS[6:]))
     with pytest.raises(ValueError, match="equal length"):
         records_from_columns(OutputRecord, (*_COLUMNS[:4], [1], *_COLUMNS[5:]))
+
+
+def test_output_records_are_values_frozen_hashable_picklable_and_replaceable() -> None:
+    import pickle
+
+    import msgspec
+
+    record = OutputRecord(*[column[1] for column in _COLUMNS])
+    assert record.created_at.tzinfo is UTC and record.created_at == _PLUS2  # __post_init__ normalised it
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert hash(record) == hash(OutputRecord(*[column[1] for column in _COLUMNS]))
+    moved = msgspec.structs.replace(record, path="c", updated_at=_PLUS2)
+    assert moved.path == "c" and moved.updated_at.tzinfo is UTC and moved.kind == record.kind
+    with pytest.raises(AttributeError):
+        record.size = 3
