@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -250,7 +249,11 @@ class ValidationCache:
         temp = None
         try:
             file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
+            # mkstemp's rule (exclusive create, 0600, a random name) without importing tempfile,
+            # which brings shutil, bz2 and lzma onto every run's start-up path
+            name = str(file.parent / f".tmp-{os.urandom(8).hex()}")
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+            temp = name
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.replace(temp, file)

@@ -36,6 +36,10 @@ NEVER_FOR_LOCAL = (
     "distributor_core.transform.markdown",
     "distributor_core.storage.s3",
     "distributor_core.storage.sftp",
+    # the producer side of the bundle package (write_bundle: shutil with bz2 and lzma)
+    "distributor_core.bundle.write",
+    "bz2",
+    "lzma",
 )
 
 #: the write protocol and state decoding: needed only once there is a bundle to plan
