@@ -12,8 +12,8 @@ the exact checks refuse. Storage adapters, state validation and the executor all
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -249,7 +249,7 @@ def sibling_backup_path(final_path: str) -> str:
 
 
 def _sibling(final_path: str, prefix: str) -> str:
-    name = prefix + secrets.token_hex(8)
+    name = prefix + os.urandom(8).hex()
     directory = parent(final_path)
     return name if directory == "" else f"{directory}/{name}"
 

@@ -13,8 +13,6 @@ S3 key of that name is not mistaken for it).
 from __future__ import annotations
 
 import os
-import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +30,16 @@ DEFAULT_WAIT = 30.0
 #: times a lock write is retried when its staged temporary vanished under it (a lock holder's
 #: recovery sweeps unlisted temporaries in the bundle directory, contenders' included)
 _VANISHED_RETRIES = 5
+
+
+def _hostname() -> str:
+    """``socket.gethostname()`` without importing ``socket`` on every command's start: on POSIX
+    both are the kernel's node name."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,9 +115,9 @@ class DestinationLock:
         self.wait = wait
         self.clock = clock or system_clock
         self.renew_enabled = renew
-        self.host = socket.gethostname()
+        self.host = _hostname()
         self.pid = os.getpid()
-        self.token = secrets.token_hex(8)
+        self.token = os.urandom(8).hex()
         self.held = False
         self.broke_stale = False
         self.lost: str | None = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat as st
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,7 +32,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def atomic_write(path: Path, data: bytes, *, temp_prefix: str, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` through a temporary sibling and ``rename``."""
-    temp = path.parent / f"{temp_prefix}{secrets.token_hex(8)}"
+    temp = path.parent / f"{temp_prefix}{os.urandom(8).hex()}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
     try:
         try:
