@@ -105,6 +105,22 @@ def _source_paths(plan: Plan) -> list[str]:
     return [next(joined) if o.content is None else "" for o in plan.outputs]
 
 
+def _output_error(exc: StorageError, step: _Step, target: str, source_bundle: str) -> StorageError | None:
+    """``exc``, raised by the destination writing ``step``'s output to ``target``, worded for the
+    operator, or ``None`` when it already is: the error names the final output path rather than
+    the staging temporary the bytes went to (which the failed write removed again), and for an
+    ``integrity`` mismatch of copied bytes also the source file they were read from (a source
+    changed after validation, or one the validation cache trusted). Errors of the source read
+    (op ``read``, naming the source path) and fixed texts pass unchanged."""
+    if exc.op != "write" or exc.path != target or exc.message is not None:
+        return None
+    if exc.kind != ErrorKind.INTEGRITY or step.output.content is not None:
+        return None if target == step.final else StorageError(exc.op, exc.backend, step.final, exc.kind, exc.cause)
+    source = f"read from source bundle {lp.display_path(source_bundle)} file {step.output.source_path}"
+    problem = None if exc.cause is None else str(exc.cause) or type(exc.cause).__name__
+    return StorageError(exc.op, exc.backend, step.final, exc.kind, f"{problem} ({source})" if problem else source)
+
+
 def _without_temporaries(journal: jr.Journal) -> jr.Journal:
     """The journal as the success path's cleanup sees it: temporaries all renamed into place."""
     writes = tuple(jr.JournalWrite(w.path, None, w.backup, w.sha256) for w in journal.writes if w.backup)
@@ -217,7 +233,11 @@ def execute_plan(
         except StorageError as exc:
             if exc.kind == ErrorKind.ALREADY_EXISTS:
                 committed.discard(target)  # someone else's file: never ours to remove
-            raise
+                raise
+            worded = _output_error(exc, step, target, plan.source_bundle_path)
+            if worded is None:
+                raise
+            raise worded from exc
         with counts_lock:
             counts.files_done += 1
             counts.bytes_done += step.output.size
@@ -228,9 +248,7 @@ def execute_plan(
         limit = workers
         if limit is None:
             limit = capabilities.write_threads(len(pairs), sum(step.output.size for step, _ in pairs))
-        run_ordered(
-            len(pairs), lambda index: write_one(*pairs[index], staged), threads=limit, name="distributor-write"
-        )
+        run_ordered(len(pairs), lambda index: write_one(*pairs[index], staged), threads=limit, name="distributor-write")
 
     committed: set[str] = set()
     try:

@@ -22,7 +22,7 @@ from tests.cli.conftest import run_script
 FILES = {f"f{n}.txt": f"content of file {n}\n".encode() for n in range(6)}
 ALL = set(FILES)
 
-_HOOK = '''
+_HOOK = """
 import atexit, os, sys
 
 _root = os.environ["TEST_OPEN_ROOT"] + os.sep
@@ -42,7 +42,7 @@ def _write():
 
 sys.addaudithook(_hook)
 atexit.register(_write)
-'''
+"""
 
 
 @dataclass
@@ -66,7 +66,11 @@ class Setup:
         log = self.tmp / "opened.log"
         log.unlink(missing_ok=True)
         result = run_script(
-            "run", "--config", str(self.config), *args, cwd=self.tmp,
+            "run",
+            "--config",
+            str(self.config),
+            *args,
+            cwd=self.tmp,
             env={
                 "PYTHONPATH": str(self.tmp / "hook"),
                 "TEST_OPEN_ROOT": str(self.bundle),
@@ -244,5 +248,8 @@ def test_a_racily_clean_entry_is_not_trusted(tmp_path: Path) -> None:
     assert "f1.txt" not in trusted.opened
     rewrite = s.run("--republish")  # writing reads the file and verifies it: the change is caught
     assert rewrite.code == 1 and "f1.txt" in rewrite.opened
-    assert "integrity: sha256 sha256:" in rewrite.stderr and f"does not match expected {sha}" in rewrite.stderr
+    assert "write local b1/f1.txt: integrity: sha256 sha256:" in rewrite.stderr  # the output, not its temporary
+    assert f"does not match expected {sha} (read from source bundle b1 file f1.txt)" in rewrite.stderr
+    assert ".distributor-tmp-" not in rewrite.stderr
     assert (tmp_path / "out" / "b1" / "f1.txt").read_bytes() == FILES["f1.txt"]
+    assert not [p.name for p in (tmp_path / "out").rglob(".distributor-*") if p.name != ".distributor.json"]

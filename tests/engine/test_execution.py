@@ -258,6 +258,30 @@ def test_source_bytes_are_verified_at_execution(env: Env):
     with pytest.raises(StorageError) as info:
         execute_plan(plan, source=env.src, destination=env.dst, now=NOW, version="test")
     assert info.value.kind == ErrorKind.INTEGRITY
+    # the output path and the source file, not the staging temporary the bytes went to
+    assert info.value.path == "bundle/summary.txt"
+    assert str(info.value).startswith("write local bundle/summary.txt: integrity: sha256 sha256:")
+    assert str(info.value).endswith("(read from source bundle bundle file summary.txt)")
+    assert env.files() == before
+
+
+def test_a_failed_staging_write_names_the_output_path(env: Env, hooked):
+    """Any error the destination raises writing a staging temporary names the output's final path."""
+    manifest = env.source({"report.md": REPORT, "summary.txt": SUMMARY})
+    env.seed_single_owner({"report.md": b"old"})
+    before = env.files()
+
+    def hook(op, path, **kw):
+        if op == "write" and kw.get("in_place"):
+            raise StorageError("write", "local", path, ErrorKind.PERMISSION, "Permission denied")
+
+    hooked.hook = hook
+    outcome = env.publish(env.request(manifest, dst=hooked))
+    assert outcome.status == "failed"
+    assert outcome.error in (
+        "write local bundle/report.md: permission: Permission denied",
+        "write local bundle/summary.txt: permission: Permission denied",
+    )
     assert env.files() == before
 
 
