@@ -18,8 +18,9 @@ import gc
 import hashlib
 import json
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import msgspec
 
 from bench import common as c
 
@@ -90,7 +91,7 @@ def main() -> c.Report:
         destination.write_bytes("b1/.distributor.json", state_bytes, overwrite=True)
 
         same = _request(manifest, source, destination)
-        newer_manifest = validate_manifest(replace(manifest, created=created + timedelta(days=1)))
+        newer_manifest = validate_manifest(msgspec.structs.replace(manifest, created=created + timedelta(days=1)))
         newer = _request(newer_manifest, source, destination)
         assert build_plan(same).action.value == "skip_same"
         assert build_plan(newer).action.value == "replace_older"

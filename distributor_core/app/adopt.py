@@ -33,10 +33,11 @@ Adoption writes nothing but state, under the repair's lock and conditional state
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from distributor_core import __version__
 from distributor_core import paths as lp
@@ -309,7 +310,7 @@ def check_candidates(
         target = lp.join(bundle_path, output.path)
         check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256, on_bytes=on_bytes)
         if check.status == OK and check.checked_by == READ and not _unchanged(storage, target, check):
-            check = dataclasses.replace(check, status=CHANGED)
+            check = msgspec.structs.replace(check, status=CHANGED)
         if check.status == OK:
             matched.append(AdoptedOutput(output.path, output.kind, output.size, output.sha256, check.checked_by))
         else:
@@ -352,7 +353,7 @@ def annotate_unmanaged(entries: list[UnmanagedEntry], adoption: Adoption) -> lis
             reason = "nothing is adopted in this bundle path (see adoption.reason)"
         else:
             reason = "not an output the source plans here"
-        kept.append(dataclasses.replace(entry, reason=reason))
+        kept.append(msgspec.structs.replace(entry, reason=reason))
     return kept
 
 
@@ -399,8 +400,8 @@ def adopt_into(
             OutputRecord(o.path, o.kind, o.source_path, o.sha256, o.size, published, published, o.transform, o.url)
             for o in planned
         )
-        return dataclasses.replace(document, outputs=(*document.outputs, *records), updated_at=stamp)
+        return msgspec.structs.replace(document, outputs=(*document.outputs, *records), updated_at=stamp)
     shared = project_shared_outputs(planned, (), scope=scope, manifest=source.manifest, now=stamp)
     if document.owner(scope) is None:
-        return dataclasses.replace(replace_owner_outputs(document, owner, shared), updated_at=stamp)
-    return dataclasses.replace(document, outputs=(*document.outputs, *shared), updated_at=stamp)
+        return msgspec.structs.replace(replace_owner_outputs(document, owner, shared), updated_at=stamp)
+    return msgspec.structs.replace(document, outputs=(*document.outputs, *shared), updated_at=stamp)

@@ -16,9 +16,10 @@ bundle path or ``all_bundles``) and :func:`audit_config` (every destination of a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.app.audit_report import AuditReport
@@ -41,8 +42,7 @@ from distributor_core.state import managed_paths
 from distributor_core.storage.base import Storage
 
 
-@dataclass(frozen=True, slots=True)
-class AuditProgress:
+class AuditProgress(msgspec.Struct, frozen=True):
     """Where an audit is: ``bytes_done`` counts bytes verified (read and hashed, or vouched for
     by a stored checksum) of ``bytes_total`` (the recorded sizes of the outputs in scope)."""
 

@@ -21,24 +21,24 @@ unmanaged walk hit its bound), then an ``Output:`` line per output that is not o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from distributor_core.app.output_check import OK, STATUSES, OutputCheck
-from distributor_core.app.repair_report import ReportExtras, ReportHeader, fields_line, scope_dict
+from distributor_core.app.repair_report import ReportExtras, fields_line, scope_dict
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.state import OwnerScope
 
 
-@dataclass
-class AuditReport(ReportExtras, ReportHeader):
+class AuditReport(ReportExtras):
     """Result of auditing one bundle path (read only: nothing is locked or written)."""
 
     state_schema: int = 0
-    owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
+    owner_scope: OwnerScope = msgspec.field(default_factory=lambda: OwnerScope("", ""))
     all_owners: bool = False
-    outputs: list[OutputCheck] = field(default_factory=list)
-    unmanaged_entries: list[UnmanagedEntry] = field(default_factory=list)
+    outputs: list[OutputCheck] = msgspec.field(default_factory=list)
+    unmanaged_entries: list[UnmanagedEntry] = msgspec.field(default_factory=list)
     allow_unmanaged: bool = False
     truncated: bool = False
 

@@ -14,8 +14,9 @@ Bundles are independent: one failing does not stop the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.state import PruneCandidate
@@ -36,8 +37,7 @@ class SectionReport(Protocol):
 R = TypeVar("R", bound=SectionReport)
 
 
-@dataclass
-class BundleSection(Generic[R]):
+class BundleSection(msgspec.Struct, Generic[R]):
     bundle_path: str
     report: R | None = None
     error: str = ""
@@ -70,8 +70,7 @@ class BundleSection(Generic[R]):
         return lines
 
 
-@dataclass
-class BundleSetReport(Generic[R]):
+class BundleSetReport(msgspec.Struct, Generic[R]):
     """Result of ``reconcile_state`` or ``prune`` with ``all_bundles``."""
 
     pipeline_id: str
@@ -79,7 +78,7 @@ class BundleSetReport(Generic[R]):
     backend: str
     root_path: str
     dry_run: bool
-    sections: list[BundleSection[R]] = field(default_factory=list)
+    sections: list[BundleSection[R]] = msgspec.field(default_factory=list)
 
     @property
     def reports(self) -> list[R]:

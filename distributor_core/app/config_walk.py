@@ -20,8 +20,9 @@ error=<e>``), then ``Destinations: destinations=<n> failed=<k> dry_run=<b>``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.app.bundle_set import BundleSetReport, SectionReport
@@ -34,8 +35,7 @@ from distributor_core.storage.base import Storage
 R = TypeVar("R", bound=SectionReport)
 
 
-@dataclass
-class DestinationSection(Generic[R]):
+class DestinationSection(msgspec.Struct, Generic[R]):
     pipeline_id: str
     destination_id: str
     backend: str
@@ -80,12 +80,11 @@ class DestinationSection(Generic[R]):
         return [f"Failed: pipeline={self.pipeline_id} destination={self.destination_id} error={self.error}"]
 
 
-@dataclass
-class ConfigSetReport(Generic[R]):
+class ConfigSetReport(msgspec.Struct, Generic[R]):
     """Result of a whole-config ``reconcile-state --all`` or ``audit --all``."""
 
     dry_run: bool
-    destinations: list[DestinationSection[R]] = field(default_factory=list)
+    destinations: list[DestinationSection[R]] = msgspec.field(default_factory=list)
 
     @property
     def failed(self) -> list[DestinationSection[R]]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.execute.journal import Recovery, recover
@@ -20,8 +21,7 @@ from distributor_core.storage.base import Entry, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 
-@dataclass(frozen=True)
-class LoadedState:
+class LoadedState(msgspec.Struct, frozen=True):
     """The parsed state, its exact bytes and the revision read before them (for ``if_revision``)."""
 
     document: StateDocument
@@ -29,8 +29,7 @@ class LoadedState:
     revision: str | None
 
 
-@dataclass
-class Guard:
+class Guard(msgspec.Struct):
     """What entering a bundle path produced: the held lock (``None`` in dry runs), the recovery
     that ran, and warnings for the report."""
 
@@ -38,7 +37,7 @@ class Guard:
     bundle_path: str
     lock: DestinationLock | None = None
     recovery: Recovery | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def ensure_held(self) -> None:
         """Raise ``conflict`` if the lock was lost; call before every write."""

@@ -17,8 +17,9 @@ import hashlib
 import io
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.parallel import run_ordered
@@ -53,8 +54,7 @@ LOCAL_READ_SIZE = 1024 * 1024
 BytesCallback = Callable[[int], None]
 
 
-@dataclass(frozen=True, slots=True)
-class OutputCheck:
+class OutputCheck(msgspec.Struct, frozen=True):
     """What one recorded (or planned) output actually is. ``size``/``sha256`` are the expected
     values; ``actual_*`` are set where they were measured and differ or could be told."""
 

@@ -16,8 +16,9 @@ Text lines follow Go's ``%s`` formatting (values unquoted), with ``bundle=<path>
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.app.output_check import OutputCheck
@@ -54,8 +55,7 @@ def status_label(changed: bool, would_change: bool) -> str:
     return "would_change" if would_change else "unchanged"
 
 
-@dataclass
-class ReportHeader:
+class ReportHeader(msgspec.Struct):
     pipeline_id: str
     destination_id: str
     backend: str
@@ -83,10 +83,11 @@ class ReportHeader:
         return text
 
 
-@dataclass
-class ReportExtras:
+class ReportExtras(ReportHeader):
+    """The header fields, then the recovery and warnings every report ends with."""
+
     recovery: Recovery | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def _tail(self, data: dict[str, Any]) -> dict[str, Any]:
         if self.recovery is not None:
@@ -106,8 +107,7 @@ class ReportExtras:
         return lines
 
 
-@dataclass(frozen=True, slots=True)
-class MissingOutput:
+class MissingOutput(msgspec.Struct, frozen=True):
     """A recorded managed output that ``stat`` did not find; ``owner`` for shared-root only."""
 
     path: str
@@ -121,23 +121,22 @@ class MissingOutput:
         return data
 
 
-@dataclass
-class ReconcileStateReport(ReportExtras, ReportHeader):
+class ReconcileStateReport(ReportExtras):
     """Result of ``reconcile_state`` for one bundle path (interfaces §2.6)."""
 
     state_schema: int = 0
-    owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
+    owner_scope: OwnerScope = msgspec.field(default_factory=lambda: OwnerScope("", ""))
     all_owners: bool = False
     checked_count: int = 0
-    missing_managed_outputs: list[MissingOutput] = field(default_factory=list)
-    unmanaged_entries: list[UnmanagedEntry] = field(default_factory=list)
+    missing_managed_outputs: list[MissingOutput] = msgspec.field(default_factory=list)
+    unmanaged_entries: list[UnmanagedEntry] = msgspec.field(default_factory=list)
     changed: bool = False
     would_change: bool = False
     dry_run: bool = False
     truncated: bool = False
     #: issue 18: records of outputs whose bytes no longer match (``audit``)
     audit: bool = False
-    mismatched_managed_outputs: list[OutputCheck] = field(default_factory=list)
+    mismatched_managed_outputs: list[OutputCheck] = msgspec.field(default_factory=list)
     #: issue 18: adoption of unmanaged files (``adopt``)
     adopt: bool = False
     adoption: Adoption | None = None
@@ -210,16 +209,15 @@ class ReconcileStateReport(ReportExtras, ReportHeader):
         return [*lines, *self._extra_lines(self)]
 
 
-@dataclass
-class PruneReport(ReportExtras, ReportHeader):
+class PruneReport(ReportExtras):
     """Result of ``prune`` for one bundle path (interfaces §2.7, resolutions B4, C3)."""
 
-    owner_scope: OwnerScope = field(default_factory=lambda: OwnerScope("", ""))
+    owner_scope: OwnerScope = msgspec.field(default_factory=lambda: OwnerScope("", ""))
     enabled: bool = False
     checked_count: int = 0
-    planned_outputs: list[PruneCandidate] = field(default_factory=list)
-    deleted_outputs: list[PruneCandidate] = field(default_factory=list)
-    preserved_outputs: list[PruneCandidate] = field(default_factory=list)
+    planned_outputs: list[PruneCandidate] = msgspec.field(default_factory=list)
+    deleted_outputs: list[PruneCandidate] = msgspec.field(default_factory=list)
+    preserved_outputs: list[PruneCandidate] = msgspec.field(default_factory=list)
     failed_output: PruneCandidate | None = None
     state_changed: bool = False
     would_change: bool = False

@@ -9,7 +9,8 @@ behaviour), one ``bundle_path``, or every bundle path that holds a ``.distributo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.config import Config, ConfigLookupError, Destination, Environment, Pipeline, load_config
@@ -27,8 +28,7 @@ class SelectionError(ValueError):
     """The bundle selection is not usable (bad bundle path, both selectors given)."""
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """The selected pipeline, destination and the environment secrets resolve from."""
 
     config: Config

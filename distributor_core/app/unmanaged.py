@@ -12,8 +12,9 @@ walk and sets ``truncated`` instead of failing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import Storage
@@ -22,8 +23,7 @@ from distributor_core.storage.base import Storage
 UNMANAGED_WALK_LIMIT = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class UnmanagedEntry:
+class UnmanagedEntry(msgspec.Struct, frozen=True):
     path: str
     type: str
     size: int = 0

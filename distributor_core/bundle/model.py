@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.bundle.errors import ManifestError
@@ -15,8 +16,7 @@ STATE_FILE_NAME = lp.STATE_FILE_NAME
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestFile:
+class ManifestFile(msgspec.Struct, frozen=True):
     """One listed file: its bundle path, ``sha256:<hex>`` digest and byte size."""
 
     path: str
@@ -24,8 +24,7 @@ class ManifestFile:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
+class Manifest(msgspec.Struct, frozen=True):
     """A source bundle manifest.
 
     ``files`` accepts any sequence and is stored as a tuple; ``created`` must be timezone-aware
@@ -45,9 +44,9 @@ class Manifest:
         if created.tzinfo is None or created.utcoffset() is None:
             raise ManifestError("manifest created must be timezone-aware")
         if created.tzinfo is not UTC:
-            object.__setattr__(self, "created", to_utc(created))  # nanoseconds kept
+            msgspec.structs.force_setattr(self, "created", to_utc(created))  # nanoseconds kept
         if not isinstance(self.files, tuple):
-            object.__setattr__(self, "files", tuple(self.files))
+            msgspec.structs.force_setattr(self, "files", tuple(self.files))
 
     @property
     def file_count(self) -> int:
@@ -58,8 +57,7 @@ class Manifest:
         return sum(f.size for f in self.files if isinstance(f.size, int))
 
 
-@dataclass(frozen=True, slots=True)
-class BundleFile:
+class BundleFile(msgspec.Struct, frozen=True):
     """A producer file to copy into a bundle: ``source_path`` on disk, ``path`` in the bundle."""
 
     source_path: str | Path

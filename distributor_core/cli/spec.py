@@ -3,14 +3,16 @@
 A command module under :mod:`distributor_core.cli.commands` exposes ``COMMAND``; the registry
 finds it by itself. The framework parses and checks arguments in the documented order (help →
 flags → positional arguments → ``--format``) before ``run`` sees an :class:`Invocation`.
+
+The four descriptions are named tuples: every command starts by building them, and a named tuple
+is made without importing ``dataclasses`` or ``msgspec`` (``distributor version`` needs neither).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from distributor_core.cli.errors import UsageError
 
@@ -18,8 +20,7 @@ if TYPE_CHECKING:
     from distributor_core.cli.output import Output
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """A ``--name`` flag (also accepted as ``-name``, Go style). Without ``metavar`` it is a boolean
     switch; ``repeat`` collects every occurrence in order into a list."""
 
@@ -42,8 +43,7 @@ class Flag:
         return self.metavar is None
 
 
-@dataclass(frozen=True)
-class Positional:
+class Positional(NamedTuple):
     """The one positional argument a command may take (``<path>``). ``required`` means exactly
     one; otherwise at most one."""
 
@@ -51,8 +51,7 @@ class Positional:
     required: bool = False
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """What ``run`` receives: the full command name, parsed flags, the positional argument (or
     ``None``) and the output helpers bound to the chosen format."""
 
@@ -72,8 +71,7 @@ class Invocation:
 RunFunction = Callable[[Invocation], int]
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One command, or a group of subcommands (``manifest create``, ``config schema``).
 
     ``usage`` lines follow ``distributor `` in the help; ``formats`` adds ``--format text|json``.
@@ -88,7 +86,7 @@ class Command:
     formats: bool = True
     positional: Positional | None = None
     run: RunFunction | None = None
-    subcommands: tuple[Command, ...] = field(default=())
+    subcommands: tuple[Command, ...] = ()
 
     @property
     def is_group(self) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
 
@@ -70,14 +71,13 @@ class Kind(enum.Enum):
 _NO_FIELDS: Mapping[str, Field] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     """One YAML key. ``fields`` describe a mapping's keys; ``backends`` marks a mapping whose
     ``backend`` key selects extra inline keys from :data:`BACKEND_FIELDS`."""
 
     kind: Kind
     doc: str
-    fields: Mapping[str, Field] = field(default_factory=lambda: _NO_FIELDS, hash=False)
+    fields: Mapping[str, Field] = msgspec.field(default_factory=lambda: _NO_FIELDS)
     backends: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
@@ -86,6 +86,10 @@ class Field:
     maximum: int | None = None
     min_items: int | None = None
     default: Any = None
+
+    def __hash__(self) -> int:  # ``fields`` (a read-only mapping) is not part of the hash
+        return hash((self.kind, self.doc, self.backends, self.required, self.choices, self.pattern,
+                     self.minimum, self.maximum, self.min_items, self.default))
 
 
 def _table(**fields: Field) -> Mapping[str, Field]:

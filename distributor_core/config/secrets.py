@@ -19,8 +19,9 @@ import hmac
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from distributor_core.config.errors import SecretError
 from distributor_core.config.models import Config, S3Backend
@@ -86,8 +87,7 @@ class Environment:
 # --- upload tokens ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class UploadGrant:
+class UploadGrant(msgspec.Struct, frozen=True):
     """What one upload token may do: its record id and the upload pipelines it may submit to."""
 
     token_id: str
@@ -101,11 +101,10 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
 
 
-@dataclass(frozen=True, repr=False)
-class UploadTokenTable:
+class UploadTokenTable(msgspec.Struct, frozen=True):
     """Resolved upload tokens. Keeps only sha256 digests of the values; compares in constant time."""
 
-    _entries: tuple[tuple[bytes, UploadGrant], ...] = field(default=())
+    _entries: tuple[tuple[bytes, UploadGrant], ...] = ()
 
     @property
     def grants(self) -> tuple[UploadGrant, ...]:
@@ -153,8 +152,7 @@ def resolve_upload_tokens(config: Config, env: Environment) -> UploadTokenTable:
 # --- S3 credentials ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
-class S3SecretPair:
+class S3SecretPair(msgspec.Struct, frozen=True):
     """Resolved S3 credentials. Its ``repr`` never shows the values."""
 
     access_key_id: str

@@ -17,11 +17,12 @@ leaves the journal for the next writer to roll forward; the publication itself s
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.execute import journal as jr
@@ -124,7 +125,7 @@ def _output_error(exc: StorageError, step: _Step, target: str, source_bundle: st
 def _without_temporaries(journal: jr.Journal) -> jr.Journal:
     """The journal as the success path's cleanup sees it: temporaries all renamed into place."""
     writes = tuple(jr.JournalWrite(w.path, None, w.backup, w.sha256) for w in journal.writes if w.backup)
-    return dataclasses.replace(journal, writes=writes)
+    return msgspec.structs.replace(journal, writes=writes)
 
 
 def _exists(storage: Storage, path: str) -> bool:

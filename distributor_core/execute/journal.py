@@ -11,9 +11,10 @@ back (backups restored, new files and temporaries removed). Either way the journ
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
@@ -25,8 +26,7 @@ from distributor_core.timefmt import format_seconds
 JOURNAL_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class JournalWrite:
+class JournalWrite(msgspec.Struct, frozen=True):
     path: str
     temp: str | None = None
     backup: str | None = None
@@ -44,8 +44,7 @@ class JournalWrite:
         return data
 
 
-@dataclass(frozen=True, slots=True)
-class Journal:
+class Journal(msgspec.Struct, frozen=True):
     bundle_path: str
     state_sha256: str
     writes: tuple[JournalWrite, ...] = ()
@@ -155,16 +154,15 @@ def sha256_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-@dataclass
-class Recovery:
+class Recovery(msgspec.Struct):
     """What recovery did: ``direction`` is ``forward`` or ``back``."""
 
     bundle_path: str
     direction: str
     holder: str = ""
     created_at: str = ""
-    restored: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
+    restored: list[str] = msgspec.field(default_factory=list)
+    removed: list[str] = msgspec.field(default_factory=list)
 
     def describe(self) -> str:
         verb = "rolled forward" if self.direction == "forward" else "rolled back"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
@@ -56,8 +57,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class LockInfo:
+class LockInfo(msgspec.Struct, frozen=True):
     holder: str
     host: str
     pid: int

@@ -6,8 +6,9 @@ Pure functions of the plan and one ``now``; the record-level rules live in
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
+
+import msgspec
 
 from distributor_core.bundle import Manifest
 from distributor_core.compare import DestinationStatus
@@ -49,7 +50,7 @@ def build_single_owner_state(plan: Plan, *, now: datetime, version: str) -> Sing
 def _base(plan: Plan, *, now: datetime, version: str) -> SharedRootState:
     if plan.action != Action.FORCE_REPLACE:
         if plan.existing_shared_root is not None:
-            return replace(plan.existing_shared_root, distributor_version=version, updated_at=now)
+            return msgspec.structs.replace(plan.existing_shared_root, distributor_version=version, updated_at=now)
         if plan.existing_state is not None:
             return shared_root_migration_base(plan.existing_state, now=now, distributor_version=version)
     return SharedRootState(created_at=now, updated_at=now, owners=(), outputs=(), distributor_version=version)
@@ -78,7 +79,7 @@ def build_shared_root_state(plan: Plan, *, now: datetime, version: str) -> Share
     )
     if taken_over or (merge and plan.action == Action.REPLACE_TAKEOVER):
         keep = {r.path for r in plan.retained_owner_outputs} | {o.path for o in plan.outputs}
-        base = replace(
+        base = msgspec.structs.replace(
             base,
             outputs=tuple(
                 r
@@ -87,7 +88,7 @@ def build_shared_root_state(plan: Plan, *, now: datetime, version: str) -> Share
             ),
         )
     combined = merge_owner_outputs(base, owner, planned) if merge else replace_owner_outputs(base, owner, planned)
-    return replace(combined, updated_at=now, distributor_version=version)
+    return msgspec.structs.replace(combined, updated_at=now, distributor_version=version)
 
 
 def build_state(plan: Plan, *, now: datetime, version: str) -> SingleOwnerState | SharedRootState:

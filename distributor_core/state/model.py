@@ -8,12 +8,9 @@ in UTC; sequences are stored as tuples. Construction does not validate — the c
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
-from itertools import repeat
 from typing import TypeAlias
 
 import msgspec
@@ -61,47 +58,28 @@ def _utc(owner: object, name: str) -> None:
         raise StateError(f"state {name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
-    setter = msgspec.structs.force_setattr if isinstance(owner, msgspec.Struct) else object.__setattr__
-    setter(owner, name, to_utc(value))
+    msgspec.structs.force_setattr(owner, name, to_utc(value))
 
 
 def records_from_columns(cls: type, columns: Sequence[Sequence[object]], *, normalised: bool = False) -> list:
-    """``[cls(*row) for row in zip(*columns)]`` for a frozen, slotted record dataclass (or a
-    msgspec Struct, whose constructor is simply mapped over the columns), built
-    column by column from C loops (performance only: 100,000 output records of a large state).
-
-    Each field is set through its slot descriptor (what the generated ``__init__`` does with
-    ``object.__setattr__``), then ``__post_init__`` runs on every record as construction runs
-    it, so the records are the ones the constructor would build. ``columns`` are the leading
-    fields in order, of equal length; when they are not every field (a field with a default
-    added later), the constructor builds the records instead. ``normalised``: the caller has
-    checked that ``__post_init__`` would change nothing (e.g. every time already a UTC
-    ``datetime``), so it is not run."""
+    """``[cls(*row) for row in zip(*columns)]`` for a record Struct, built by mapping its C
+    constructor over the columns (performance only: 100,000 output records of a large state).
+    ``columns`` are the leading fields in order, of equal length. ``normalised`` (the caller
+    checked that every time is already a UTC ``datetime``) is accepted for the callers' sake: the
+    records' ``__post_init__`` tests that inline and costs next to nothing then."""
+    del normalised
     if len({len(column) for column in columns}) > 1:
         raise ValueError("records_from_columns needs columns of equal length")
-    if issubclass(cls, msgspec.Struct):  # its constructor already runs in C
-        return list(map(cls, *columns))
-    names = [f.name for f in fields(cls)]
-    if len(columns) != len(names):
-        return list(map(cls, *columns))
-    count = len(columns[0]) if columns else 0
-    records = list(map(object.__new__, repeat(cls, count)))
-    for name, column in zip(names, columns, strict=True):
-        deque(map(getattr(cls, name).__set__, records, column), maxlen=0)
-    post_init = None if normalised else getattr(cls, "__post_init__", None)
-    if post_init is not None:
-        deque(map(post_init, records), maxlen=0)
-    return records
+    return list(map(cls, *columns))
 
 
-def _tuple(owner: object, name: str) -> None:
+def _tuple(owner: msgspec.Struct, name: str) -> None:
     value = getattr(owner, name)
     if not isinstance(value, tuple):
-        object.__setattr__(owner, name, tuple(value))
+        msgspec.structs.force_setattr(owner, name, tuple(value))
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class OwnerScope:
+class OwnerScope(msgspec.Struct, frozen=True, order=True):
     """The (pipeline id, destination id) pair doing the work; rendered ``P/D``."""
 
     pipeline_id: str
@@ -139,8 +117,7 @@ class OutputRecord(msgspec.Struct, frozen=True, gc=False):
             _utc(self, "updated_at")
 
 
-@dataclass(frozen=True, slots=True)
-class SingleOwnerState:
+class SingleOwnerState(msgspec.Struct, frozen=True):
     """Schema 2 state (also the in-memory form of a schema 1 file)."""
 
     pipeline_id: str
@@ -154,13 +131,26 @@ class SingleOwnerState:
     primary_url: str = ""
     distributor_version: str = ""
     #: 1 when this value was normalised from a schema 1 file; never serialised.
-    read_schema_version: int = field(default=SINGLE_OWNER_SCHEMA_VERSION, compare=False)
+    #: Not compared or hashed: a schema 1 file read equals its schema 2 rewrite.
+    read_schema_version: int = SINGLE_OWNER_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         _utc(self, "published_at")
         _utc(self, "created_at")
         _utc(self, "updated_at")
         _tuple(self, "outputs")
+
+    def _compared(self) -> tuple:
+        return (self.pipeline_id, self.destination_id, self.published_at, self.created_at, self.updated_at,
+                self.reconciliation_mode, self.manifest, self.outputs, self.primary_url, self.distributor_version)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not SingleOwnerState:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
 
     @property
     def schema_version(self) -> int:
@@ -175,8 +165,7 @@ class SingleOwnerState:
         return OwnerScope(self.pipeline_id, self.destination_id)
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerRecord:
+class OwnerRecord(msgspec.Struct, frozen=True):
     """One owner of a shared root: its latest manifest, reconciliation mode and primary URL."""
 
     pipeline_id: str
@@ -190,8 +179,7 @@ class OwnerRecord:
         return OwnerScope(self.pipeline_id, self.destination_id)
 
 
-@dataclass(frozen=True, slots=True)
-class SharedOutputRecord:
+class SharedOutputRecord(msgspec.Struct, frozen=True):
     """One managed output of shared-root state, with its owner and producing source identity."""
 
     path: str
@@ -210,17 +198,21 @@ class SharedOutputRecord:
     url: str = ""
 
     def __post_init__(self) -> None:
-        _utc(self, "source_created")
-        _utc(self, "created_at")
-        _utc(self, "updated_at")
+        # inline fast path of _utc: parsed and computed times are already UTC
+        for name, value in (
+            ("source_created", self.source_created),
+            ("created_at", self.created_at),
+            ("updated_at", self.updated_at),
+        ):
+            if not (type(value) is datetime and value.tzinfo is UTC):
+                _utc(self, name)
 
     @property
     def scope(self) -> OwnerScope:
         return OwnerScope(self.pipeline_id, self.destination_id)
 
 
-@dataclass(frozen=True, slots=True)
-class SharedRootState:
+class SharedRootState(msgspec.Struct, frozen=True):
     """Schema 3 state: several owners publishing disjoint outputs into one root."""
 
     created_at: datetime

@@ -6,10 +6,11 @@ and every function returns new values instead of mutating its input.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
+
+import msgspec
 
 from distributor_core.bundle import Manifest
 from distributor_core.state.errors import StateError, go_quote
@@ -308,7 +309,7 @@ def replace_owner_outputs(
     scope = owner.scope
     _check_planned_shared(base, scope, planned)
     kept = [output for output in base.outputs if output.scope != scope]
-    return dataclasses.replace(base, owners=upsert_owner(base.owners, owner), outputs=(*kept, *planned))
+    return msgspec.structs.replace(base, owners=upsert_owner(base.owners, owner), outputs=(*kept, *planned))
 
 
 def merge_owner_outputs(
@@ -326,7 +327,7 @@ def merge_owner_outputs(
         else:
             index_by_path[output.path] = len(outputs)
             outputs.append(output)
-    return dataclasses.replace(base, owners=upsert_owner(base.owners, owner), outputs=tuple(outputs))
+    return msgspec.structs.replace(base, owners=upsert_owner(base.owners, owner), outputs=tuple(outputs))
 
 
 # -- removal (reconcile-state, prune) ------------------------------------------------------
@@ -348,7 +349,7 @@ def _remove(
     kept = tuple(output for output in doc.outputs if not removable(output))
     if len(kept) == len(doc.outputs):
         return doc, False
-    return dataclasses.replace(doc, outputs=kept, updated_at=truncate_seconds(now)), True
+    return msgspec.structs.replace(doc, outputs=kept, updated_at=truncate_seconds(now)), True
 
 
 def remove_missing_outputs(

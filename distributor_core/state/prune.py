@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from distributor_core.state.errors import StateError
 from distributor_core.state.model import OwnerScope, SharedRootState, SingleOwnerState, StateDocument
 from distributor_core.timefmt import format_seconds, to_utc
 
 
-@dataclass(frozen=True, slots=True)
-class PrunePolicy:
+class PrunePolicy(msgspec.Struct, frozen=True):
     """A destination's ``retention.prune`` block (config validation happens elsewhere)."""
 
     enabled: bool = False
@@ -21,8 +21,7 @@ class PrunePolicy:
     keep_latest: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PruneCandidate:
+class PruneCandidate(msgspec.Struct, frozen=True):
     """A managed output considered for pruning; ``owner`` is set for shared-root outputs only."""
 
     path: str
@@ -36,8 +35,7 @@ class PruneCandidate:
         return record
 
 
-@dataclass(frozen=True, slots=True)
-class PrunePlan:
+class PrunePlan(msgspec.Struct, frozen=True):
     pipeline_id: str
     destination_id: str
     owner_scope: OwnerScope

@@ -15,9 +15,10 @@ import hashlib
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.storage.capabilities import Capabilities, Feature
@@ -34,8 +35,7 @@ CHUNK_SIZE = 4 * 1024 * 1024
 DEFAULT_WALK_LIMIT = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """One stored entry. ``revision`` identifies the stored version when the backend has one
     (S3 ETag; local/SFTP ``<mtime_ns>-<size>``) and is used for conditional writes."""
 
@@ -54,9 +54,8 @@ class Entry:
         return self.type == "file"
 
 
-@dataclass(slots=True)
-class ScanResult:
-    entries: list[Entry] = field(default_factory=list)
+class ScanResult(msgspec.Struct):
+    entries: list[Entry] = msgspec.field(default_factory=list)
     truncated: bool = False
 
 

@@ -20,8 +20,9 @@ every declaration against what local disk, a real sshd and moto do, bare and wra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from enum import StrEnum
+
+import msgspec
 
 
 class Feature(StrEnum):
@@ -77,8 +78,7 @@ class Feature(StrEnum):
 _COUNTED = frozenset({Feature.PARALLEL_WRITES, Feature.PARALLEL_READS})
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
+class Capabilities(msgspec.Struct, frozen=True):
     """A backend's declared features and how many threads its callers may use.
 
     ``parallel_min_file_size``: files must be at least this large on average for the parallel
@@ -92,7 +92,7 @@ class Capabilities:
     parallel_min_file_size: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "flags", frozenset(Feature(f) for f in self.flags))
+        msgspec.structs.force_setattr(self, "flags", frozenset(Feature(f) for f in self.flags))
         counted = self.flags & _COUNTED
         if counted:
             names = ", ".join(sorted(counted))
@@ -119,7 +119,7 @@ class Capabilities:
         removed = frozenset(Feature(f) for f in features) & self.features
         if not removed:
             return self
-        return replace(
+        return msgspec.structs.replace(
             self,
             flags=self.flags - removed,
             parallel_writes=1 if Feature.PARALLEL_WRITES in removed else self.parallel_writes,

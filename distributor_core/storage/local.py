@@ -14,15 +14,17 @@ import errno
 import os
 import stat as st
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from distributor_core import paths as lp
 from distributor_core.storage.base import Entry, EntryType, FileIdentity, HashingVerifier, Storage
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
+
+if TYPE_CHECKING:  # imported where a large write needs it: concurrent.futures imports logging
+    from concurrent.futures import ThreadPoolExecutor
 
 _DIR_MODE = 0o755
 _FILE_MODE = 0o644
@@ -99,6 +101,8 @@ def _write_verified(fd: int, chunks: Iterable[bytes], verifier: HashingVerifier)
                 _write_all(fd, chunk)
                 continue
             if helper is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 helper = ThreadPoolExecutor(1, thread_name_prefix="distributor-hash")
             hashed = helper.submit(verifier.update, chunk)
             try:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta, timezone
 
+import msgspec
 import pytest
 
 from distributor_core.bundle import ManifestFile, bundle_digest
@@ -103,7 +103,7 @@ class TestCompareSingleOwner:
         )
 
     def test_same_source_across_offsets(self) -> None:
-        shifted = dataclasses.replace(SOURCE, created=SOURCE.created.astimezone(timezone(timedelta(hours=5))))
+        shifted = msgspec.structs.replace(SOURCE, created=SOURCE.created.astimezone(timezone(timedelta(hours=5))))
         assert compare(shifted, single()).outcome == Outcome.SAME_SOURCE
 
     def test_different_id(self) -> None:
@@ -146,7 +146,7 @@ class TestCompareManifests:
         # same id, created and digest but different file list can only come from an invalid
         # manifest; the comparison then has no supported outcome.
         files = (ManifestFile("other.txt", OTHER_DIGEST, 1),)
-        recorded = dataclasses.replace(SOURCE, files=files)
+        recorded = msgspec.structs.replace(SOURCE, files=files)
         assert compare_manifests(SOURCE, recorded) == Comparison(
             Outcome.INVALID_STATE, "destination source differs from source without a supported comparison outcome"
         )
@@ -176,8 +176,8 @@ class TestCompareSharedRootOwner:
     def test_compares_only_the_current_owners_manifest(self) -> None:
         newer_html = make_manifest(created=SOURCE.created + hours(3))
         base = shared_root()
-        owners = (base.owners[0], dataclasses.replace(base.owners[1], manifest=newer_html))
-        status = DestinationStatus(shared_root=dataclasses.replace(base, owners=owners), has_contents=True)
+        owners = (base.owners[0], msgspec.structs.replace(base.owners[1], manifest=newer_html))
+        status = DestinationStatus(shared_root=msgspec.structs.replace(base, owners=owners), has_contents=True)
         assert compare_shared_root_owner(SOURCE, ARCHIVE, status).outcome == Outcome.SAME_SOURCE
         assert compare_shared_root_owner(SOURCE, HTML, status).outcome == Outcome.DESTINATION_NEWER
 
@@ -198,7 +198,7 @@ class TestCompareSharedRootOwner:
 
     def test_invalid_shared_root_value(self) -> None:
         base = shared_root()
-        status = DestinationStatus(shared_root=dataclasses.replace(base, owners=base.owners[:1]), has_contents=True)
+        status = DestinationStatus(shared_root=msgspec.structs.replace(base, owners=base.owners[:1]), has_contents=True)
         assert compare_shared_root_owner(SOURCE, ARCHIVE, status) == Comparison(
             Outcome.INVALID_STATE, "state outputs[1] references unknown owner reports/html"
         )
@@ -246,8 +246,8 @@ class TestFixedRefinement:
     def test_shared_root_owner(self) -> None:
         recorded = make_manifest("older.source", created=SOURCE.created - hours(1))
         base = shared_root()
-        owners = (dataclasses.replace(base.owners[0], manifest=recorded), base.owners[1])
-        status = DestinationStatus(shared_root=dataclasses.replace(base, owners=owners), has_contents=True)
+        owners = (msgspec.structs.replace(base.owners[0], manifest=recorded), base.owners[1])
+        status = DestinationStatus(shared_root=msgspec.structs.replace(base, owners=owners), has_contents=True)
         comparison = compare_shared_root_owner(SOURCE, ARCHIVE, status)
         refined = apply_fixed_refinement(comparison, SOURCE, recorded_owner_manifest(status, ARCHIVE))
         assert refined.outcome == Outcome.DESTINATION_OLDER

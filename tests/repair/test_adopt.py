@@ -8,13 +8,13 @@ copies adopted elsewhere.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from distributor_core import paths as lp
@@ -266,8 +266,8 @@ def test_shared_root_path_recorded_for_another_owner_blocks_a_new_owner(tmp_path
                     now=NOW)
     # the html owner plans report.md too once it publishes sources: make archive own report.html
     state = world.state()
-    hijacked = dataclasses.replace(state.outputs[0], path="report.html")
-    (world.dst / "daily" / lp.STATE_FILE_NAME).write_bytes(marshal_state(dataclasses.replace(
+    hijacked = msgspec.structs.replace(state.outputs[0], path="report.html")
+    (world.dst / "daily" / lp.STATE_FILE_NAME).write_bytes(marshal_state(msgspec.structs.replace(
         state, outputs=(hijacked, state.outputs[1]))))
     report = reconcile_state(world.config, pipeline_id="reports", destination_id="html", bundle_path="daily",
                              adopt=True, now=NOW)

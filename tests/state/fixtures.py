@@ -7,10 +7,11 @@ Single-owner: ``reports/archive`` publishing ``report.md``. Shared root: owners
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from distributor_core.bundle import Manifest, ManifestFile, bundle_digest, file_digest
 from distributor_core.state import (
@@ -85,7 +86,7 @@ def single_owner(**changes: Any) -> SingleOwnerState:
         outputs=(OutputRecord("report.md", "source", "report.md", REPORT.sha256, 9, T, T),),
         distributor_version="dev",
     )
-    return dataclasses.replace(state, **changes)
+    return msgspec.structs.replace(state, **changes)
 
 
 def shared_output(path: str, scope: OwnerScope, updated_at: datetime = T, **changes: Any) -> SharedOutputRecord:
@@ -129,7 +130,7 @@ def shared_root(**changes: Any) -> SharedRootState:
         ),
         distributor_version="dev",
     )
-    return dataclasses.replace(state, **changes)
+    return msgspec.structs.replace(state, **changes)
 
 
 def hours(n: float) -> timedelta:

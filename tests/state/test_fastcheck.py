@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,7 +230,6 @@ def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
 def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument(monkeypatch) -> None:
     """Issue 16 item 5: no identity memo; a manifest accepted once is checked again unless the
     caller passes it as already validated."""
-    from dataclasses import replace
 
     from distributor_core.state import StateError, marshal_state, parse_state_document
 
@@ -250,13 +250,13 @@ def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument
     marshal_state(state, valid_manifests=(state.manifest,))
     assert calls == []  # the caller said it is valid
     # an equal but different object is not the one the caller vouched for
-    copy = replace(state.manifest, files=tuple(state.manifest.files))
-    marshal_state(replace(state, manifest=copy), valid_manifests=(state.manifest,))
+    copy = msgspec.structs.replace(state.manifest, files=tuple(state.manifest.files))
+    marshal_state(msgspec.structs.replace(state, manifest=copy), valid_manifests=(state.manifest,))
     assert len(calls) == 1 and calls[0] is copy
     # and a broken manifest the caller did not vouch for still fails
-    broken = replace(state.manifest, digest="sha256:" + "f" * 64)
+    broken = msgspec.structs.replace(state.manifest, digest="sha256:" + "f" * 64)
     with pytest.raises(StateError, match="digest"):
-        marshal_state(replace(state, manifest=broken), valid_manifests=(state.manifest,))
+        marshal_state(msgspec.structs.replace(state, manifest=broken), valid_manifests=(state.manifest,))
 
 
 _MANIFEST_VARIANTS = [

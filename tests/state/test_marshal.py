@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
+import msgspec
 import pytest
 
 from distributor_core.bundle import ManifestFile, bundle_digest
@@ -176,8 +176,8 @@ class TestTimestamps:
     def test_source_created_is_whole_seconds(self) -> None:
         precise = datetime(2026, 5, 30, 11, 12, 0, 999999, tzinfo=UTC)
         base = shared_root()
-        outputs = (dataclasses.replace(base.outputs[0], source_created=precise), base.outputs[1])
-        obj = json.loads(marshal_state(dataclasses.replace(base, outputs=outputs)))
+        outputs = (msgspec.structs.replace(base.outputs[0], source_created=precise), base.outputs[1])
+        obj = json.loads(marshal_state(msgspec.structs.replace(base, outputs=outputs)))
         assert obj["outputs"][0]["source_created"] == "2026-05-30T11:12:00Z"
 
     def test_model_stores_utc_and_rejects_naive_datetimes(self) -> None:
@@ -192,7 +192,9 @@ class TestTimestamps:
 class TestEscaping:
     def test_go_string_escaping(self) -> None:
         files = (ManifestFile("café/<r&d>.md", REPORT.sha256, REPORT.size),)
-        manifest = dataclasses.replace(MANIFEST, id='r<&>\u2028\u2029é"\\\n', digest=bundle_digest(files), files=files)
+        manifest = msgspec.structs.replace(
+            MANIFEST, id='r<&>\u2028\u2029é"\\\n', digest=bundle_digest(files), files=files
+        )
         state = single_owner(
             manifest=manifest,
             distributor_version="v<1>&",
@@ -233,7 +235,7 @@ class TestMarshalValidatesFirst:
                 "state published_at is required",
             ),
             (
-                single_owner(manifest=dataclasses.replace(MANIFEST, digest="sha256:" + "0" * 64)),
+                single_owner(manifest=msgspec.structs.replace(MANIFEST, digest="sha256:" + "0" * 64)),
                 "state source.manifest: manifest digest does not match files",
             ),
             (
@@ -271,7 +273,7 @@ class TestSchemaConversions:
     def test_v1_normalised_then_updated_keeps_published_at(self) -> None:
         state = parse_single_owner(legacy_text().encode())
         later = T + timedelta(days=1)
-        obj = json.loads(marshal_state(dataclasses.replace(state, updated_at=later)))
+        obj = json.loads(marshal_state(msgspec.structs.replace(state, updated_at=later)))
         assert (obj["published_at"], obj["created_at"], obj["updated_at"]) == (
             "2026-05-30T11:12:00Z",
             "2026-05-30T11:12:00Z",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from distributor_core.state import (
@@ -54,7 +55,7 @@ NOW = datetime(2026, 6, 8, 12, 0, tzinfo=UTC)
 
 def _with_summary() -> SingleOwnerState:
     state = parse_single_owner(SINGLE_OWNER_TEXT.encode())
-    return dataclasses.replace(state, outputs=(*state.outputs, output("summary.txt", sha256=OTHER_DIGEST, size=10)))
+    return msgspec.structs.replace(state, outputs=(*state.outputs, output("summary.txt", sha256=OTHER_DIGEST, size=10)))
 
 
 class TestLookups:
@@ -107,7 +108,7 @@ class TestRemoveMissingOutputs:
         assert updated.updated_at == NOW
         assert (updated.published_at, updated.created_at) == (state.published_at, state.created_at)
         assert updated.outputs[0] == state.outputs[0]
-        assert dataclasses.replace(updated, updated_at=state.updated_at, outputs=state.outputs) == state
+        assert msgspec.structs.replace(updated, updated_at=state.updated_at, outputs=state.outputs) == state
         validate_single_owner(updated)
         assert state.updated_at == T  # input untouched
 
@@ -337,7 +338,7 @@ class TestCurrentPublicationOutputs:
             *base.outputs,
             shared_output("retained.txt", ARCHIVE, source_id=older.id, source_digest=older.digest),
         )
-        state = dataclasses.replace(base, outputs=outputs)
+        state = msgspec.structs.replace(base, outputs=outputs)
         assert [o.path for o in current_publication_outputs(state, ARCHIVE)] == ["report.md"]
         assert [o.path for o in current_publication_outputs(state, HTML)] == ["report.html"]
         assert current_publication_outputs(state, OwnerScope("missing", "x")) == ()
