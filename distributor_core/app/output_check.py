@@ -6,6 +6,15 @@ file in memory). Where the backend stores a sha256 it vouches for (S3 ``Checksum
 whole object: backends declaring ``Feature.STORED_SHA256``, see ``Storage.stat_with_sha256``)
 that is compared instead and nothing is read.
 
+A local file of at least :data:`MAP_MIN_SIZE` is hashed from a read-only memory map, window by
+window (:data:`MAP_WINDOW` at a time, unmapped before the next): the page cache's bytes are
+hashed where they lie instead of being copied into a buffer first, which cuts the CPU of hashing
+a warm 1 GiB by about a fifth (bench P11). Only one window is ever mapped per file, so memory stays
+bounded as with reads. Each window is sized to the file's length at that moment (``fstat``), so a
+file that shrinks stops the hash at its new end. A file truncated *while* a window is being
+hashed would make the kernel kill the process with ``SIGBUS`` (what ``b3sum`` documents for its
+memory maps too): ``DISTRIBUTOR_MMAP=off`` makes every hash read into a buffer instead.
+
 ``check_outputs`` checks many on a few threads (the storage's declared ``read_threads``, when the
 files are large enough for threads to pay: hashlib and reads release the GIL), keeps their
 order, and raises the first storage error other than *not found* in that order, as a loop would.
@@ -15,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import mmap
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
@@ -49,6 +60,14 @@ STORED_CHECKSUM = "stored_checksum"
 #: read buffer of a local file (reused; 1 MiB stays in the CPU cache between read and hash,
 #: measured faster than 256 KiB and 4 MiB here)
 LOCAL_READ_SIZE = 1024 * 1024
+
+#: local files at least this large are hashed from memory maps (smaller ones are read: mapping
+#: costs more than it saves there)
+MAP_MIN_SIZE = 4 * 1024 * 1024
+#: bytes mapped at a time (one window per file being hashed)
+MAP_WINDOW = 16 * 1024 * 1024
+#: ``DISTRIBUTOR_MMAP=off`` (or ``0``, ``false``, ``no``): never hash from a memory map
+MMAP_ENV = "DISTRIBUTOR_MMAP"
 
 #: called with the number of bytes just verified (read and hashed, or vouched for by a checksum)
 BytesCallback = Callable[[int], None]
@@ -117,12 +136,48 @@ def outputs_in_scope(document: StateDocument, scope: OwnerScope, *, all_owners: 
     return document.outputs
 
 
+def mmap_enabled() -> bool:
+    """False when ``DISTRIBUTOR_MMAP`` switches memory-mapped hashing off."""
+    return os.environ.get(MMAP_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _hash_mapped(fd: int, hasher: Any, on_bytes: BytesCallback | None) -> tuple[int, bool]:
+    """Hash ``fd`` from offset 0 through read-only maps of :data:`MAP_WINDOW` bytes, each sized to
+    the file's length when it is mapped. ``(bytes hashed, finished)``: ``finished`` is false when
+    a map could not be made (e.g. a file system without ``mmap``); the caller reads the rest."""
+    offset = 0
+    while True:
+        length = min(MAP_WINDOW, os.fstat(fd).st_size - offset)
+        if length <= 0:
+            return offset, True
+        try:
+            mapped = mmap.mmap(fd, length, access=mmap.ACCESS_READ, offset=offset)
+        except (OSError, ValueError):
+            return offset, False
+        with mapped:
+            view = memoryview(mapped)
+            try:
+                for start in range(0, length, LOCAL_READ_SIZE):
+                    hasher.update(view[start : start + LOCAL_READ_SIZE])
+                    if on_bytes is not None:
+                        on_bytes(min(LOCAL_READ_SIZE, length - start))
+            finally:
+                view.release()
+        offset += length
+
+
 def hash_stream(stream: BinaryIO, on_bytes: BytesCallback | None = None) -> tuple[int, str]:
-    """``(size, "sha256:<hex>")`` of a stream, read in large chunks (a reused buffer for local
-    files)."""
+    """``(size, "sha256:<hex>")`` of a stream from its start, read in large chunks (a local file:
+    through memory maps when large, else into a reused buffer)."""
     hasher = hashlib.sha256()
     size = 0
     if isinstance(stream, io.FileIO):
+        fd = stream.fileno()
+        if mmap_enabled() and os.fstat(fd).st_size >= MAP_MIN_SIZE:
+            size, finished = _hash_mapped(fd, hasher, on_bytes)
+            if finished:
+                return size, "sha256:" + hasher.hexdigest()
+            stream.seek(size)
         buffer = bytearray(LOCAL_READ_SIZE)
         view = memoryview(buffer)
         while True:

@@ -110,3 +110,62 @@ def test_a_run_with_a_bundle_loads_the_write_protocol_when_it_plans_but_still_no
         assert _top(loaded, name), f"planning a bundle did not import {name}"
     for name in NEVER_FOR_LOCAL:
         assert not _top(loaded, name), f"run over a local source imported {name}"
+
+
+def _probe(*argv: str) -> tuple[int, list[str], str]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    result = json.loads(lines[-1])
+    return result["code"], result["loaded"], "\n".join(lines[:-1])
+
+
+#: start-up cost an audit of a local destination does not pay (issue 18 P11): dataclasses with
+#: inspect (every model is a msgspec Struct or a named tuple), typing_extensions (msgspec is
+#: imported without it), and concurrent.futures with logging (only large local writes use a pool)
+NEVER_FOR_LOCAL_AUDIT = ("dataclasses", "inspect", "typing_extensions", "concurrent.futures", "logging")
+
+
+def test_an_audit_of_a_local_destination_imports_no_dataclasses_inspect_typing_extensions_or_thread_pool(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "src"
+    make_bundle(source / "daily")
+    config = _config(tmp_path, source)
+    code, _, out = _probe("run", "--config", str(config))
+    assert code == 0, out
+    argv = ["audit", "--config", str(config), "--pipeline", "local", "--destination", "disk", "--bundle", "daily"]
+    code, loaded, out = _probe(*argv)
+    assert code == 0, out
+    assert "status=ok checked=" in out
+    for name in (*NEVER_FOR_LOCAL, *NEVER_FOR_LOCAL_AUDIT):
+        assert not _top(loaded, name), f"audit of a local destination imported {name}"
+
+
+def test_version_imports_no_msgspec_and_no_dataclasses() -> None:
+    code, loaded, out = _probe("version")
+    assert code == 0 and out.strip()
+    for name in ("msgspec", "dataclasses", "yaml", "distributor_core.config"):
+        assert not _top(loaded, name), f"version imported {name}"
+
+
+def test_msgspec_imported_alone_leaves_typing_extensions_importable_afterwards() -> None:
+    code = (
+        "import sys\n"
+        "from distributor_core.cli.main import import_msgspec_alone\n"
+        "import_msgspec_alone()\n"
+        "assert 'msgspec' in sys.modules and 'typing_extensions' not in sys.modules\n"
+        "import msgspec, typing_extensions, pydantic\n"
+        "class S(msgspec.Struct):\n"
+        "    a: int\n"
+        "    b: typing_extensions.Annotated[str, msgspec.Meta(min_length=1)] = 'x'\n"
+        "assert msgspec.json.decode(b'{\"a\": 1}', type=S) == S(1)\n"
+        "try:\n"
+        "    msgspec.json.decode(b'{\"a\": 1, \"b\": \"\"}', type=S)\n"
+        "except msgspec.ValidationError as exc:\n"
+        "    print('refused', exc)\n"
+        "print(pydantic.TypeAdapter(int).validate_python('3'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "refused Expected `str` of length >= 1 - at `$.b`" in result.stdout
+    assert result.stdout.rstrip().endswith("3")
