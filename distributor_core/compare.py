@@ -6,8 +6,9 @@ action. ``DestinationStatus`` is what inspecting a destination bundle path produ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+import msgspec
 
 from distributor_core.bundle import Manifest, manifests_equal
 from distributor_core.state import (
@@ -33,14 +34,12 @@ class Outcome(StrEnum):
     DIFFERENT_SOURCE_CONFLICT = "different_source_conflict"
 
 
-@dataclass(frozen=True, slots=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     outcome: Outcome
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class DestinationStatus:
+class DestinationStatus(msgspec.Struct, frozen=True):
     """What inspecting ``<bundle path>/.distributor.json`` found (§3.1).
 
     At most one of ``state`` / ``shared_root`` is set; ``state_error`` holds the parse or

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.bundle import (
@@ -84,8 +85,7 @@ class ValidatedContent:
         return len(self._data)
 
 
-@dataclass(frozen=True, slots=True)
-class SourceBundle:
+class SourceBundle(msgspec.Struct, frozen=True):
     """A discovered bundle: its source-root-relative path, its parsed manifest and, when
     validation kept them, the validated bytes of its small files."""
 
@@ -346,8 +346,7 @@ def select_newest(bundles: Iterable[SourceBundle]) -> SourceBundle | None:
     return newest
 
 
-@dataclass(frozen=True)
-class FileCheck:
+class FileCheck(msgspec.Struct, frozen=True):
     """What one listed file of a bundle actually is (``distributor inspect``).
 
     ``size`` and ``sha256`` are measured from the bytes (``None`` when the file could not be

@@ -12,11 +12,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 
 import dagster as dg
+import msgspec
 
 from distributor_core import __version__
 from distributor_core.app.policy import destination_policy
@@ -31,7 +31,7 @@ NO_BUNDLES = "no-bundles"
 
 def code_version(destination: Destination, version: str = __version__) -> str:
     """``<distributor version>-<12 hex>`` of the destination's policy and root."""
-    policy = dataclasses.asdict(destination_policy(destination))  # type: ignore[call-overload]
+    policy = msgspec.to_builtins(destination_policy(destination))
     document = {"policy": policy, "root": destination.storage.root_key, "distributor": version}
     digest = hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
     return f"{version}-{digest[:12]}"

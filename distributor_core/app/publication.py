@@ -19,8 +19,9 @@ so a step opens the source once however many bundles or destinations it handles.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
@@ -211,7 +212,7 @@ def plan_destination(
     options: RunOptions,
 ) -> list[ActionReport]:
     """Plan every bundle ``destination`` gets, without the lock and without writing."""
-    dry = RunOptions(**{**options.__dict__, "dry_run": True})
+    dry = msgspec.structs.replace(options, dry_run=True)
     return [
         publish_to(pipeline, destination, source, bundle, pool=pool, options=dry)
         for bundle in destination_bundles(destination, bundles)
@@ -264,8 +265,7 @@ def ordered(pipelines: Sequence[Pipeline], entries: Iterable[ActionReport]) -> l
     )
 
 
-@dataclass(frozen=True)
-class PipelineOutcome:
+class PipelineOutcome(msgspec.Struct, frozen=True):
     """What one pipeline's run found: bundles discovered (valid or not) and the bundle errors."""
 
     pipeline: Pipeline

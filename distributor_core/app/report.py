@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.plan.model import ACTION_ORDER
+from distributor_core.structeq import key_without
 
 if TYPE_CHECKING:
     from distributor_core.execute.publish import PublishOutcome
 
 
-@dataclass
-class ActionReport:
+class ActionReport(msgspec.Struct):
     pipeline_id: str
     destination_id: str
     backend: str
@@ -27,15 +28,20 @@ class ActionReport:
     status: str
     error: str = ""
     primary_url: str = ""
-    outputs: list[dict[str, Any]] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
-    taken_over_outputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    deletes: list[str] = msgspec.field(default_factory=list)
+    taken_over_outputs: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bytes_written: int = 0
     recovery: dict[str, Any] | None = None
     planned_action: str | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     #: the outcome this entry was made from (not serialised); Dagster reads plans from it
-    outcome: PublishOutcome | None = field(default=None, repr=False, compare=False)
+    outcome: PublishOutcome | None = None
+
+    def __eq__(self, other: object) -> bool:  # ``outcome`` is not compared
+        if type(other) is not ActionReport:
+            return NotImplemented
+        return _ACTION_REPORT_KEY(self) == _ACTION_REPORT_KEY(other)
 
     @property
     def failed(self) -> bool:
@@ -81,8 +87,10 @@ class ActionReport:
         )
 
 
-@dataclass
-class PipelineReport:
+_ACTION_REPORT_KEY = key_without(ActionReport, "outcome")
+
+
+class PipelineReport(msgspec.Struct):
     id: str
     source_backend: str
     bundle_count: int = 0
@@ -95,13 +103,12 @@ class PipelineReport:
         return data
 
 
-@dataclass
-class RunReport:
+class RunReport(msgspec.Struct):
     dry_run: bool = False
     force: bool = False
     republish: bool = False
-    pipelines: list[PipelineReport] = field(default_factory=list)
-    actions: list[ActionReport] = field(default_factory=list)
+    pipelines: list[PipelineReport] = msgspec.field(default_factory=list)
+    actions: list[ActionReport] = msgspec.field(default_factory=list)
 
     @property
     def failed_actions(self) -> list[ActionReport]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import ExitStack
 
+import msgspec
+
 from distributor_core.app.publication import (
     PipelineOutcome,
     TargetError,
@@ -226,7 +228,7 @@ def publish_source_bundle(
     options = options or RunOptions()
     pipeline = config.pipeline(pipeline_id)
     env = env or Environment.from_config(config)
-    scoped = RunOptions(**{**options.__dict__, "pipeline_id": pipeline.id, "bundle_path": bundle_path})
+    scoped = msgspec.structs.replace(options, pipeline_id=pipeline.id, bundle_path=bundle_path)
     resolve_credentials([(pipeline, selected_destinations(pipeline, scoped))], env, sources=False)
     with DestinationPool(env, dry_run=options.dry_run) as pool:
         report = publish_pipeline(pipeline, source, pool=pool, options=scoped)

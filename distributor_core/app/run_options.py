@@ -4,8 +4,9 @@ destination storages it opens once per run (:class:`DestinationPool`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from distributor_core import __version__
 from distributor_core.config import Destination, Environment, Pipeline
@@ -22,8 +23,7 @@ class UsageError(ValueError):
     """The selection of a run is not allowed (for example ``--force`` on several destinations)."""
 
 
-@dataclass(frozen=True)
-class RunEvent:
+class RunEvent(msgspec.Struct, frozen=True):
     """Progress notification: ``kind`` is ``validate``, ``publish`` or ``done``."""
 
     kind: str
@@ -37,8 +37,7 @@ class RunEvent:
 EventCallback = Callable[[RunEvent], None]
 
 
-@dataclass
-class RunOptions:
+class RunOptions(msgspec.Struct):
     dry_run: bool = False
     force: bool = False
     republish: bool = False

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import msgspec
@@ -40,8 +39,7 @@ class ExecutionError(Exception):
     """A plan could not be executed; the destination was rolled back where possible."""
 
 
-@dataclass
-class Progress:
+class Progress(msgspec.Struct):
     """Counts reported to an optional callback while outputs are written."""
 
     files_total: int = 0
@@ -53,18 +51,16 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-@dataclass
-class ExecutionResult:
+class ExecutionResult(msgspec.Struct):
     plan: Plan
-    written: list[PlannedOutput] = field(default_factory=list)
+    written: list[PlannedOutput] = msgspec.field(default_factory=list)
     bytes_written: int = 0
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] = msgspec.field(default_factory=list)
     state_path: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Step:
+class _Step(msgspec.Struct):
     output: PlannedOutput
     final: str
     temp: str | None

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from distributor_core.bundle import BundleError
 from distributor_core.execute.executor import ExecutionError, ExecutionResult, ProgressCallback, execute_plan
@@ -27,8 +28,7 @@ from distributor_core.timefmt import Clock, now_seconds
 DESTINATION_ERRORS = (PlanError, ExecutionError, StorageError, StateError, JournalError, BundleError)
 
 
-@dataclass
-class PublishOutcome:
+class PublishOutcome(msgspec.Struct):
     """What happened to one (bundle, destination) pair.
 
     ``status`` is ``planned`` (dry run), ``completed``, ``skipped`` or ``failed``. ``plan`` is the
@@ -42,7 +42,7 @@ class PublishOutcome:
     execution: ExecutionResult | None = None
     recovery: Recovery | None = None
     error: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     first_plan: Plan | None = None
 
     @property

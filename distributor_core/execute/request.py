@@ -7,19 +7,20 @@ It lives on the execute side because it holds the storage handles; planning itse
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from distributor_core.plan import bundle_path_for
 from distributor_core.plan.model import DestinationPolicy, Renderer
+from distributor_core.structeq import key_without
 
 if TYPE_CHECKING:
     from distributor_core.bundle import Manifest
     from distributor_core.storage.base import Storage
 
 
-@dataclass(frozen=True)
-class PlanRequest:
+class PlanRequest(msgspec.Struct, frozen=True):
     pipeline_id: str
     destination_id: str
     source: Storage
@@ -34,12 +35,24 @@ class PlanRequest:
     renderer: Renderer | None = None
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), which
     #: execution writes instead of reading the source again; None reads everything again
-    source_content: Any = field(default=None, repr=False, compare=False)
+    source_content: Any = None
     #: the caller has validated ``manifest`` (``source.load_source_manifest`` did): planning and
     #: execution then take it as valid instead of checking it again; False checks it once more
     manifest_validated: bool = False
+
+    def __eq__(self, other: object) -> bool:  # ``source_content`` is not compared
+        if type(other) is not PlanRequest:
+            return NotImplemented
+        return _PLAN_REQUEST_KEY(self) == _PLAN_REQUEST_KEY(other)
+
+    def __hash__(self) -> int:
+        return hash(_PLAN_REQUEST_KEY(self))
 
     @property
     def bundle_path(self) -> str:
         """The destination bundle path (``""`` under fixed path mapping, §4.4.4)."""
         return bundle_path_for(self.policy, self.source_bundle_path)
+
+
+
+_PLAN_REQUEST_KEY = key_without(PlanRequest, "source_content")

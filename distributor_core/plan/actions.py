@@ -8,9 +8,10 @@ matches exactly one row — which is checked when this module is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from itertools import product
+
+import msgspec
 
 from distributor_core.compare import Comparison, Outcome
 from distributor_core.plan.model import Action, TransferPolicy
@@ -39,8 +40,7 @@ COMPARISON_REASON = "{reason}"
 REASON_REPUBLISH = "republish of same source requested"
 
 
-@dataclass(frozen=True, slots=True)
-class ActionRule:
+class ActionRule(msgspec.Struct, frozen=True):
     """One row: the outcomes it covers, the transfer choice (``None``: the outcome reads no
     policy), ``force`` / ``republish`` (``None``: either), and the action with its reason."""
 
@@ -145,8 +145,7 @@ def _index(table: tuple[ActionRule, ...]) -> dict[tuple[Outcome, StrEnum | None,
 _BY_CASE = _index(ACTION_TABLE)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     action: Action
     reason: str
 

@@ -14,9 +14,10 @@ that prevents a plan at all raises :class:`~distributor_core.plan.model.PlanErro
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.bundle import Manifest
@@ -49,6 +50,7 @@ from distributor_core.plan.takeover import (
 )
 from distributor_core.state import project_single_owner_outputs
 from distributor_core.state.model import OwnerScope, SharedOutputRecord
+from distributor_core.structeq import key_without
 
 _PATH = attrgetter("path")
 
@@ -58,8 +60,7 @@ REPLACE_CHECK_SLACK = 10_000
 FORCE_WALK_LIMIT = 1_000_000
 
 
-@dataclass(frozen=True)
-class Publication:
+class Publication(msgspec.Struct, frozen=True):
     """One bundle bound for one destination, before anything about the destination is known."""
 
     pipeline_id: str
@@ -76,13 +77,24 @@ class Publication:
     force: bool = False
     republish: bool = False
     #: handed through to the plan untouched (validated source bytes for execution)
-    source_content: Any = field(default=None, repr=False, compare=False)
+    source_content: Any = None
     #: the caller validated ``manifest`` (``PlanRequest.manifest_validated``), handed through
     manifest_validated: bool = False
+
+    def __eq__(self, other: object) -> bool:  # ``source_content`` is not compared
+        if type(other) is not Publication:
+            return NotImplemented
+        return _PUBLICATION_KEY(self) == _PUBLICATION_KEY(other)
+
+    def __hash__(self) -> int:
+        return hash(_PUBLICATION_KEY(self))
 
     @property
     def scope(self) -> OwnerScope:
         return OwnerScope(self.pipeline_id, self.destination_id)
+
+
+_PUBLICATION_KEY = key_without(Publication, "source_content")
 
 
 def check_request(pipeline_id: str, destination_id: str, policy: DestinationPolicy) -> DestinationPolicy:
@@ -141,8 +153,7 @@ def current_owner_records(status: DestinationStatus, scope: OwnerScope) -> tuple
     return ()
 
 
-@dataclass
-class _Draft:
+class _Draft(msgspec.Struct):
     """The plan's variable fields while :func:`decide` works (never leaves this module)."""
 
     action: Action

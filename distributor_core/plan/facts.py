@@ -13,17 +13,17 @@ Paths in requests and answers are bundle-relative unless a field says otherwise.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeAlias
+
+import msgspec
 
 from distributor_core.bundle import Manifest
 from distributor_core.compare import DestinationStatus
 from distributor_core.state import SharedRootState, StateDocument, StateError, parse_state_document
 
 
-@dataclass(frozen=True, slots=True)
-class StateFacts:
+class StateFacts(msgspec.Struct, frozen=True):
     """What reading ``<bundle path>/.distributor.json`` found.
 
     ``present`` is false when there was no state file. Otherwise ``document`` is the parsed,
@@ -70,15 +70,13 @@ class StateFacts:
 # -- the questions -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class HasAny:
+class HasAny(msgspec.Struct, frozen=True):
     """Does ``bundle_path`` hold anything but distributor's reserved names? Answer: ``bool``."""
 
     bundle_path: str
 
 
-@dataclass(frozen=True, slots=True)
-class ListFiles:
+class ListFiles(msgspec.Struct, frozen=True):
     """The files under ``bundle_path``, at most ``limit`` of them, as a :class:`Listing`.
 
     ``include_reserved``: reserved names too (a forced replacement must see nested state
@@ -90,8 +88,7 @@ class ListFiles:
     include_reserved: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class FirstExisting:
+class FirstExisting(msgspec.Struct, frozen=True):
     """Which of ``paths`` (bundle-relative, tried in order) exists first under ``bundle_path``?
     Answer: that path, or ``None`` when none does. A stat error other than not-found is not an
     answer: the driver lets it fail planning."""
@@ -103,8 +100,7 @@ class FirstExisting:
 FactRequest: TypeAlias = HasAny | ListFiles | FirstExisting
 
 
-@dataclass(frozen=True, slots=True)
-class Listing:
+class Listing(msgspec.Struct, frozen=True):
     """The answer to :class:`ListFiles`: bundle-relative file paths in the storage's scan
     order; ``truncated`` when more entries than the limit exist."""
 
@@ -112,12 +108,11 @@ class Listing:
     truncated: bool = False
 
 
-@dataclass(frozen=True)
-class DestinationFacts:
+class DestinationFacts(msgspec.Struct, frozen=True):
     """The state read plus every answered request."""
 
     state: StateFacts
-    answers: Mapping[Any, Any] = field(default_factory=lambda: MappingProxyType({}))
+    answers: Mapping[Any, Any] = msgspec.field(default_factory=lambda: MappingProxyType({}))
 
     def answered(self, request: FactRequest) -> bool:
         return request in self.answers

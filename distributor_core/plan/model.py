@@ -6,7 +6,6 @@ Values only: nothing here reads a destination or a source.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from distributor_core.plan.modes import (
     StateMode,
     TakeoverMode,
 )
+from distributor_core.structeq import key_without
 
 if TYPE_CHECKING:
     from distributor_core.bundle import Manifest
@@ -70,8 +70,7 @@ class PlanError(Exception):
     """Planning could not produce a plan (bad request, output collision, a fact that cannot hold)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TransferPolicy:
+class TransferPolicy(msgspec.Struct, frozen=True):
     """``transfer``: what a normal run does per comparison outcome (§4.3). Plain strings are
     accepted and become members when the policy is normalised."""
 
@@ -81,14 +80,12 @@ class TransferPolicy:
     on_conflict: ConflictChoice = ConflictChoice.FAIL
 
 
-@dataclass(frozen=True, slots=True)
-class LinkPolicy:
+class LinkPolicy(msgspec.Struct, frozen=True):
     base_url: str
     primary: LinkPrimary = LinkPrimary.AUTO
 
 
-@dataclass(frozen=True, slots=True)
-class DestinationPolicy:
+class DestinationPolicy(msgspec.Struct, frozen=True):
     """The policy values planning consumes, independent of the YAML config models.
 
     Modes may be given as their plain strings (as the config holds them); planning normalises
@@ -103,7 +100,7 @@ class DestinationPolicy:
     links: LinkPolicy | None = None
     state_mode: StateMode = StateMode.SINGLE_OWNER
     reconciliation_mode: ReconciliationMode = ReconciliationMode.REPLACE
-    transfer: TransferPolicy = field(default_factory=TransferPolicy)
+    transfer: TransferPolicy = msgspec.field(default_factory=TransferPolicy)
     takeover_mode: TakeoverMode = TakeoverMode.SAME_PIPELINE
 
 
@@ -150,8 +147,7 @@ class PlannedOutput(msgspec.Struct, frozen=True, gc=False):
         return data
 
 
-@dataclass(frozen=True, slots=True)
-class TakenOverOutput:
+class TakenOverOutput(msgspec.Struct, frozen=True):
     path: str
     previous_owner: OwnerScope
     previous_source_id: str
@@ -167,8 +163,7 @@ class TakenOverOutput:
         }
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     """What one publication will do to one destination, decided from its facts (§4.6).
 
     ``plan.decide`` builds it once, complete; nothing changes it afterwards.
@@ -203,10 +198,18 @@ class Plan:
     merge_retention: bool = False
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
     #: through untouched for execution, which writes them instead of reading the source again
-    source_content: Any = field(default=None, repr=False, compare=False)
+    source_content: Any = None
     #: the publication's caller validated ``manifest`` (``PlanRequest.manifest_validated``):
     #: writing the state need not validate it again (``execute.statebuild.validated_manifests``)
     manifest_validated: bool = False
+
+    def __eq__(self, other: object) -> bool:  # ``source_content`` is not compared
+        if type(other) is not Plan:
+            return NotImplemented
+        return _PLAN_KEY(self) == _PLAN_KEY(other)
+
+    def __hash__(self) -> int:
+        return hash(_PLAN_KEY(self))
 
     @property
     def force(self) -> bool:
@@ -222,3 +225,7 @@ class Plan:
     @property
     def owner_outputs_to_write(self) -> tuple[PlannedOutput, ...]:
         return self.outputs if self.state_mode == StateMode.SHARED_ROOT and self.action.executable else ()
+
+
+
+_PLAN_KEY = key_without(Plan, "source_content")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from enum import StrEnum
 from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote, urlsplit
+
+import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.bundle import ManifestFile
@@ -89,7 +90,7 @@ def normalize_policy(policy: DestinationPolicy) -> DestinationPolicy:
         raise PlanError("state.mode must be single_owner or shared_root")
     transfer, links = policy.transfer, policy.links
     try:
-        return replace(
+        return msgspec.structs.replace(
             policy,
             path_mapping=coerce(PathMapping, policy.path_mapping or PathMapping.PRESERVE_RELATIVE, "path_mapping.mode"),
             markdown_mode=MarkdownMode(markdown_mode),

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+
+import msgspec
 
 from distributor_core.bundle import Manifest, manifests_equal
 from distributor_core.compare import Comparison, Outcome
@@ -32,8 +33,7 @@ TAKEOVER_OUTCOMES: dict[StateMode, frozenset[Outcome]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class TakeoverRule:
+class TakeoverRule(msgspec.Struct, frozen=True):
     """When a mode permits replacing managed content recorded under another identity."""
 
     #: False: never permitted

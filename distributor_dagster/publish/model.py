@@ -3,7 +3,9 @@ hold plain data: no open storage, no plan objects with generated content."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+import msgspec
 
 from distributor_core.app.report import ActionReport
 from distributor_core.app.run_options import RunOptions
@@ -47,7 +49,7 @@ class Selection:
 
 def detached(entry: ActionReport) -> ActionReport:
     """The report entry without its in-memory outcome (which holds open storage)."""
-    return replace(entry, outcome=None, outputs=list(entry.outputs), warnings=list(entry.warnings))
+    return msgspec.structs.replace(entry, outcome=None, outputs=list(entry.outputs), warnings=list(entry.warnings))
 
 
 @dataclass
