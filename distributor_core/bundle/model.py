@@ -1,4 +1,6 @@
-"""The manifest model: constants and frozen dataclasses (core-semantics §1.2, interfaces §4.1)."""
+"""The manifest model: constants and frozen msgspec Structs (core-semantics §1.2, interfaces §4.1).
+
+Copy one with changes through ``msgspec.structs.replace`` (they are not dataclasses)."""
 
 from __future__ import annotations
 
