@@ -8,12 +8,13 @@ import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.plan.model import ACTION_ORDER
-from distributor_core.structeq import key_without
+from distributor_core.structeq import compare_without
 
 if TYPE_CHECKING:
     from distributor_core.execute.publish import PublishOutcome
 
 
+@compare_without("outcome")
 class ActionReport(msgspec.Struct):
     pipeline_id: str
     destination_id: str
@@ -38,10 +39,6 @@ class ActionReport(msgspec.Struct):
     #: the outcome this entry was made from (not serialised); Dagster reads plans from it
     outcome: PublishOutcome | None = None
 
-    def __eq__(self, other: object) -> bool:  # ``outcome`` is not compared
-        if type(other) is not ActionReport:
-            return NotImplemented
-        return _ACTION_REPORT_KEY(self) == _ACTION_REPORT_KEY(other)
 
     @property
     def failed(self) -> bool:
@@ -85,9 +82,6 @@ class ActionReport(msgspec.Struct):
             f"path={lp.display_path(self.bundle_path)} destination_path={lp.display_path(self.destination_path)} "
             f"action={self.action or 'none'} status={self.status} dry_run={'true' if dry_run else 'false'}"
         )
-
-
-_ACTION_REPORT_KEY = key_without(ActionReport, "outcome")
 
 
 class PipelineReport(msgspec.Struct):

@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from distributor_core.structeq import key_without
+
 SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
 
 SOURCE_BACKENDS = ("local", "ssh", "s3", "http_upload")
@@ -88,8 +90,10 @@ class Field(msgspec.Struct, frozen=True):
     default: Any = None
 
     def __hash__(self) -> int:  # ``fields`` (a read-only mapping) is not part of the hash
-        return hash((self.kind, self.doc, self.backends, self.required, self.choices, self.pattern,
-                     self.minimum, self.maximum, self.min_items, self.default))
+        return hash(_FIELD_HASH_KEY(self))
+
+
+_FIELD_HASH_KEY = key_without(Field, "fields")
 
 
 def _table(**fields: Field) -> Mapping[str, Field]:

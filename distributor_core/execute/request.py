@@ -13,13 +13,14 @@ import msgspec
 
 from distributor_core.plan import bundle_path_for
 from distributor_core.plan.model import DestinationPolicy, Renderer
-from distributor_core.structeq import key_without
+from distributor_core.structeq import compare_without
 
 if TYPE_CHECKING:
     from distributor_core.bundle import Manifest
     from distributor_core.storage.base import Storage
 
 
+@compare_without("source_content")
 class PlanRequest(msgspec.Struct, frozen=True):
     pipeline_id: str
     destination_id: str
@@ -40,19 +41,10 @@ class PlanRequest(msgspec.Struct, frozen=True):
     #: execution then take it as valid instead of checking it again; False checks it once more
     manifest_validated: bool = False
 
-    def __eq__(self, other: object) -> bool:  # ``source_content`` is not compared
-        if type(other) is not PlanRequest:
-            return NotImplemented
-        return _PLAN_REQUEST_KEY(self) == _PLAN_REQUEST_KEY(other)
 
-    def __hash__(self) -> int:
-        return hash(_PLAN_REQUEST_KEY(self))
 
     @property
     def bundle_path(self) -> str:
         """The destination bundle path (``""`` under fixed path mapping, §4.4.4)."""
         return bundle_path_for(self.policy, self.source_bundle_path)
 
-
-
-_PLAN_REQUEST_KEY = key_without(PlanRequest, "source_content")

@@ -50,7 +50,7 @@ from distributor_core.plan.takeover import (
 )
 from distributor_core.state import project_single_owner_outputs
 from distributor_core.state.model import OwnerScope, SharedOutputRecord
-from distributor_core.structeq import key_without
+from distributor_core.structeq import compare_without
 
 _PATH = attrgetter("path")
 
@@ -60,6 +60,7 @@ REPLACE_CHECK_SLACK = 10_000
 FORCE_WALK_LIMIT = 1_000_000
 
 
+@compare_without("source_content")
 class Publication(msgspec.Struct, frozen=True):
     """One bundle bound for one destination, before anything about the destination is known."""
 
@@ -81,20 +82,11 @@ class Publication(msgspec.Struct, frozen=True):
     #: the caller validated ``manifest`` (``PlanRequest.manifest_validated``), handed through
     manifest_validated: bool = False
 
-    def __eq__(self, other: object) -> bool:  # ``source_content`` is not compared
-        if type(other) is not Publication:
-            return NotImplemented
-        return _PUBLICATION_KEY(self) == _PUBLICATION_KEY(other)
 
-    def __hash__(self) -> int:
-        return hash(_PUBLICATION_KEY(self))
 
     @property
     def scope(self) -> OwnerScope:
         return OwnerScope(self.pipeline_id, self.destination_id)
-
-
-_PUBLICATION_KEY = key_without(Publication, "source_content")
 
 
 def check_request(pipeline_id: str, destination_id: str, policy: DestinationPolicy) -> DestinationPolicy:

@@ -14,7 +14,7 @@ UTC timestamps and Go string escaping, two-space indented with a trailing newlin
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import repeat
 from operator import attrgetter
 from typing import Any
@@ -461,12 +461,8 @@ def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[Outpu
     paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
     made = list(map(times.__getitem__, created))
     changed = list(map(times.__getitem__, updated))
-    # one C constructor call per record (OutputRecord is a msgspec Struct); for a dataclass
-    # record type records_from_columns would skip __post_init__ when every time is UTC already
-    utc = all(type(value) is datetime and value.tzinfo is UTC for value in times.values())
-    return records_from_columns(
-        OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls), normalised=utc
-    )
+    # one C constructor call per record (OutputRecord is a msgspec Struct)
+    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
 def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:

@@ -17,6 +17,7 @@ import msgspec
 
 from distributor_core.bundle import Manifest
 from distributor_core.state.errors import StateError
+from distributor_core.structeq import compare_without
 from distributor_core.timefmt import to_utc
 
 LEGACY_SCHEMA_VERSION = 1
@@ -61,13 +62,11 @@ def _utc(owner: object, name: str) -> None:
     msgspec.structs.force_setattr(owner, name, to_utc(value))
 
 
-def records_from_columns(cls: type, columns: Sequence[Sequence[object]], *, normalised: bool = False) -> list:
+def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list:
     """``[cls(*row) for row in zip(*columns)]`` for a record Struct, built by mapping its C
     constructor over the columns (performance only: 100,000 output records of a large state).
-    ``columns`` are the leading fields in order, of equal length. ``normalised`` (the caller
-    checked that every time is already a UTC ``datetime``) is accepted for the callers' sake: the
-    records' ``__post_init__`` tests that inline and costs next to nothing then."""
-    del normalised
+    ``columns`` are the leading fields in order, of equal length; the records' ``__post_init__``
+    tests inline that their times are already UTC, which parsed times are."""
     if len({len(column) for column in columns}) > 1:
         raise ValueError("records_from_columns needs columns of equal length")
     return list(map(cls, *columns))
@@ -117,6 +116,7 @@ class OutputRecord(msgspec.Struct, frozen=True, gc=False):
             _utc(self, "updated_at")
 
 
+@compare_without("read_schema_version")
 class SingleOwnerState(msgspec.Struct, frozen=True):
     """Schema 2 state (also the in-memory form of a schema 1 file)."""
 
@@ -139,18 +139,6 @@ class SingleOwnerState(msgspec.Struct, frozen=True):
         _utc(self, "created_at")
         _utc(self, "updated_at")
         _tuple(self, "outputs")
-
-    def _compared(self) -> tuple:
-        return (self.pipeline_id, self.destination_id, self.published_at, self.created_at, self.updated_at,
-                self.reconciliation_mode, self.manifest, self.outputs, self.primary_url, self.distributor_version)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not SingleOwnerState:
-            return NotImplemented
-        return self._compared() == other._compared()
-
-    def __hash__(self) -> int:
-        return hash(self._compared())
 
     @property
     def schema_version(self) -> int:
