@@ -29,7 +29,7 @@ from distributor_core.app.audit import audit_destination, audit_error_message
 from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.output_check import OK, STATUSES
 from distributor_core.config import Destination, Pipeline
-from distributor_dagster.checks import published_bundle_paths
+from distributor_dagster.checks import checked_paths
 from distributor_dagster.maintenance.results import MAINTENANCE_ERRORS
 from distributor_dagster.names import AUDIT_NODE, DestinationNames
 from distributor_dagster.site import Site
@@ -141,7 +141,7 @@ def digest_check_result(
             check_name=DIGEST_CHECK,
             asset_key=key,
             passed=True,
-            description="the asset has no materialization yet, so no bundle path to audit",
+            description="the asset has no materialization yet: nothing to audit",
             metadata={"bundle_paths": dg.MetadataValue.json(shown)},
         )
     counts = dict.fromkeys(STATUSES, 0)
@@ -197,7 +197,7 @@ def digest_check(site: Site, pipeline: Pipeline, destination: Destination, names
         blocking=False,
     )
     def outputs_match_digests(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        bundle_paths = published_bundle_paths(context.instance, key, destination)
+        bundle_paths = checked_paths(context.op_execution_context, key, names.partitioned)
         reports, errors = _audit_paths(site, pipeline, destination, bundle_paths)
         for path, error in errors.items():
             context.log.warning(f"{lp.display_path(path)}: {error}")

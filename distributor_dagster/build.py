@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from distributor_core.config import load_config
-from distributor_dagster.assets import source_asset
+from distributor_dagster.assets import source_assets
 from distributor_dagster.audit import audit_definitions
 from distributor_dagster.maintenance.prune_job import prune_job
 from distributor_dagster.maintenance.repair_job import repair_job
@@ -53,9 +53,9 @@ def definitions_for(site: Site) -> dg.Definitions:
     automated: list[dg.AssetsDefinition] = []
     for pipeline, names in zip(site.config.pipelines, site.names, strict=True):
         publication = publish_assets(site, pipeline, names)
-        assets.extend([source_asset(site, pipeline, names), publication])
+        assets.extend([*source_assets(site, pipeline, names), *publication])
         if site.options.eager and not pipeline.is_upload:
-            automated.append(publication)
+            automated.extend(publication)
         publish = publish_job(pipeline, names)
         jobs.append(publish)
         for destination in pipeline.destinations:
@@ -82,7 +82,7 @@ def build_definitions(config_path: str | os.PathLike[str], **options: object) ->
 
     Options (keyword arguments, see :class:`~distributor_dagster.options.BuildOptions`):
     ``sensor_interval`` (seconds, default 30), ``default_sensor_status`` (``"stopped"`` or
-    ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, ``automation``
+    ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, ``bundles_per_run``, ``automation``
     (``"sensors"`` or ``"eager"``), ``blocking_checks``, ``digest_checks``, and the test seams ``clock``
     and ``environ``.
 

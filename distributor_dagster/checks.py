@@ -1,189 +1,218 @@
-"""Asset checks of a destination asset (dagster.md §2, resolutions B2, issue 12 item 3).
+"""Asset checks (dagster.md §2, resolutions B2, issue 12 item 3, issue 24 items 4 and 5).
 
-The checks are declared with the destination assets (check specs of the publish graph) and
-evaluated by the graph's ``check_<d>`` step, so every run that materializes a destination
-evaluates them; "Execute checks" in the UI runs that step alone. They look only at the bundle
-paths the asset has materialized (the ``destination_path`` of its materializations) and run
-the core's read-only ``reconcile_state`` dry run on each:
+Every destination asset has three checks, declared with it and evaluated by its ``publish_<d>``
+step after the publication (or alone: "Execute checks"). They look at the destination path the
+run targeted, published or not, through the core's read-only :mod:`distributor_core.app.health`:
+a partitioned destination's partition ``P`` is checked at bundle path ``P``, an unpartitioned
+destination at its root. So a check never vouches for a publication that failed: after a
+``fail_unmanaged`` refusal, ``no_unmanaged_content`` lists the files in the way.
 
-- ``state_valid``: every such ``.distributor.json`` exists, parses, validates and names this
-  destination as its owner (or has an owner record for it in shared-root state);
+- ``state_valid``: the path's ``.distributor.json`` exists, parses, validates and records this
+  destination (as owner, or with an owner record in shared-root state);
 - ``managed_outputs_present``: every output recorded for this destination exists;
 - ``no_unmanaged_content`` (severity WARN): nothing but managed outputs and reserved names lives
-  in those bundle paths (nested bundles with their own state are not counted).
+  in the path (nested bundles with their own state are not counted).
+
+The source asset has one check, ``bundle_valid``, evaluated by the ``validate`` step for every
+bundle a run publishes (per partition where the source is partitioned): a bundle that fails
+validation is the source's problem, named there with the file and both digests, and no
+destination of it turns red.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
 from distributor_core import paths as lp
-from distributor_core.app.reconcile import reconcile_state
-from distributor_core.app.repair_report import ReconcileStateReport
+from distributor_core.app.health import PathHealth, inspect_paths
+from distributor_core.bundle import BundleError, BundleValidationError
 from distributor_core.config import Destination, Pipeline
-from distributor_dagster.maintenance.results import MAINTENANCE_ERRORS
 from distributor_dagster.names import CHECK_NAMES, DestinationNames
+from distributor_dagster.partitions import bundle_path
 from distributor_dagster.site import Site
 
-#: Materialization records read per page when collecting published bundle paths.
-PAGE_SIZE = 1000
-#: How many paths a check lists in its metadata per bundle path.
+#: How many paths a check lists in its metadata.
 LISTED = 50
+#: The source asset's check.
+SOURCE_CHECK = "bundle_valid"
+
+CHECK_DESCRIPTIONS = {
+    "state_valid": "The .distributor.json of the checked destination path is valid and records this destination.",
+    "managed_outputs_present": "Every managed output recorded for this destination exists.",
+    "no_unmanaged_content": "No unmanaged files in the checked destination path (warning).",
+}
 
 
-def published_bundle_paths(
-    instance: dg.DagsterInstance, key: dg.AssetKey, destination: Destination | None = None
-) -> list[str]:
-    """Destination bundle paths of every materialization of ``key``, sorted.
-
-    A ``fixed`` destination publishes every bundle to its root, so only whether it was ever
-    materialized is read (one record, however long its history); a ``preserve_relative`` one has
-    a path per bundle and reads its materializations in pages of :data:`PAGE_SIZE` (about one per
-    bundle path it has published, as a re-publication of an unchanged bundle is an observation).
-    """
-    if destination is not None and destination.path_mapping.mode == "fixed":
-        return [""] if instance.fetch_materializations(key, limit=1).records else []
-    found: set[str] = set()
-    cursor = None
-    while True:
-        page = instance.fetch_materializations(key, limit=PAGE_SIZE, cursor=cursor)
-        for record in page.records:
-            materialization = record.asset_materialization
-            value = materialization.metadata.get("destination_path") if materialization is not None else None
-            text = getattr(value, "value", value)
-            if isinstance(text, str):
-                found.add("" if text == "." else text)
-        if not page.has_more:
-            return sorted(found)
-        cursor = page.cursor
+def check_specs(
+    names: DestinationNames, blocking: tuple[str, ...], partitions: dg.PartitionsDefinition | None
+) -> list[dg.AssetCheckSpec]:
+    """The three checks of a destination asset, declared with it (per partition when it is
+    partitioned); ``blocking`` names those whose failure (severity error) blocks downstream assets."""
+    key = dg.AssetKey(list(names.asset_key))
+    return [
+        dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking,
+                          partitions_def=partitions)
+        for name in CHECK_NAMES
+    ]
 
 
-def _listing(items: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {lp.display_path(bundle): paths[:LISTED] for bundle, paths in items.items() if paths}
+def source_check_spec(key: dg.AssetKey, partitions: dg.PartitionsDefinition | None) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(
+        SOURCE_CHECK, asset=key, partitions_def=partitions,
+        description="The bundle passes validation: manifest rules, and every listed file's size and sha256.",
+    )
 
 
-def evaluate(
-    site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: list[str]
-) -> tuple[dict[str, ReconcileStateReport], dict[str, str]]:
-    """Dry-run ``reconcile_state`` on each bundle path: reports, and errors of unreadable state."""
-    reports: dict[str, ReconcileStateReport] = {}
-    errors: dict[str, str] = {}
-    for path in bundle_paths:
-        try:
-            report = reconcile_state(
-                site.config, pipeline_id=pipeline.id, destination_id=destination.id, dry_run=True,
-                bundle_path=path, environment=site.environment(),
-            )
-        except MAINTENANCE_ERRORS as exc:
-            errors[path] = str(exc)
-            continue
-        reports[path] = report  # type: ignore[assignment]
-    return reports, errors
+@dataclass(frozen=True)
+class Outcome:
+    """One check's result for one checked path, ready to become a Dagster check event."""
+
+    name: str
+    passed: bool
+    description: str
+    metadata: dict[str, Any]
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
+
+    def result(self, key: dg.AssetKey) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(asset_key=key, check_name=self.name, passed=self.passed, severity=self.severity,
+                                   description=self.description, metadata=self.metadata)
+
+    def evaluation(self, key: dg.AssetKey, partition: str | None, *, blocking: bool) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=key, check_name=self.name, passed=self.passed, severity=self.severity,
+            description=self.description, metadata=self.metadata, partition=partition, blocking=blocking,
+        )
 
 
-MISSING_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("bundle_path", "string"), dg.TableColumn("path", "string")])
+MISSING_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("path", "string")])
 UNMANAGED_SCHEMA = dg.TableSchema(columns=[
-    dg.TableColumn("bundle_path", "string"), dg.TableColumn("path", "string"),
-    dg.TableColumn("type", "string"), dg.TableColumn("size", "int"),
+    dg.TableColumn("path", "string"), dg.TableColumn("type", "string"), dg.TableColumn("size", "int"),
 ])
-ERRORS_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("bundle_path", "string"), dg.TableColumn("error", "string")])
 
 
 def _table(rows: list[dict[str, Any]], schema: dg.TableSchema) -> dg.TableMetadataValue:
     return dg.MetadataValue.table(records=[dg.TableRecord(row) for row in rows], schema=schema)
 
 
-def check_results(
-    key: dg.AssetKey, bundle_paths: list[str], reports: dict[str, ReconcileStateReport], errors: dict[str, str]
-) -> dict[str, dg.AssetCheckResult]:
-    """The three results; failing ones list the paths at fault as tables (and as JSON by bundle path)."""
-    common: dict[str, Any] = {"bundle_paths": dg.MetadataValue.json([lp.display_path(p) for p in bundle_paths])}
-    if not bundle_paths:
-        note = "the asset has no materialization yet, so no bundle path to check"
-        return {
-            name: dg.AssetCheckResult(asset_key=key, check_name=name, passed=True, description=note, metadata=common)
-            for name in CHECK_NAMES
-        }
-    shown_errors = {lp.display_path(p): e for p, e in errors.items()}
-    missing = {p: [m.path for m in r.missing_managed_outputs] for p, r in reports.items()}
-    unmanaged = {p: list(r.unmanaged_entries) for p, r in reports.items()}
-    missing_count = sum(len(v) for v in missing.values())
-    unmanaged_count = sum(len(v) for v in unmanaged.values())
-    truncated = any(r.truncated for r in reports.values())
-    error_rows = [{"bundle_path": p, "error": e} for p, e in shown_errors.items()]
-    missing_rows = [
-        {"bundle_path": lp.display_path(p), "path": path} for p, paths in missing.items() for path in paths[:LISTED]
-    ]
-    unmanaged_rows = [
-        {"bundle_path": lp.display_path(p), "path": u.path, "type": u.type, "size": u.size}
-        for p, items in unmanaged.items() for u in items[:LISTED]
-    ]
+def path_uri(root_uri: str, bundle_path: str) -> str:
+    return root_uri if not bundle_path else f"{root_uri.rstrip('/')}/{bundle_path}"
+
+
+def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
+    """The three checks' outcomes for one destination path."""
+    where = lp.display_path(health.bundle_path)
+    common: dict[str, Any] = {"bundle_path": where, "destination_uri": path_uri(root_uri, health.bundle_path)}
+    missing = health.missing_outputs
+    unmanaged = health.unmanaged_entries
+    unmanaged_count = len(unmanaged)
+    if health.error and health.state_missing:
+        state_text = health.error
+    elif health.error:
+        state_text = f"{where}: {health.error}"
+    else:
+        state_text = "state is valid"
+    if missing:
+        present_text = f"{len(missing)} managed output(s) missing: " + ", ".join(missing[:5])
+    elif health.error:
+        present_text = "state could not be read: " + health.error
+    else:
+        present_text = "every managed output exists"
+    unmanaged_text = f"{unmanaged_count} unmanaged entr{'y' if unmanaged_count == 1 else 'ies'}"
+    if unmanaged:
+        unmanaged_text += ": " + ", ".join(u.path for u in unmanaged[:5]) + (" ..." if unmanaged_count > 5 else "")
+    if health.walk_truncated:
+        unmanaged_text += " (walk truncated)"
     return {
-        "state_valid": dg.AssetCheckResult(
-            asset_key=key, check_name="state_valid", passed=not errors,
-            description="; ".join(f"{p}: {e}" for p, e in shown_errors.items()) or "state is valid",
-            metadata={**common, "errors": dg.MetadataValue.json(shown_errors),
-                      "error_table": _table(error_rows, ERRORS_SCHEMA)},
-        ),
-        "managed_outputs_present": dg.AssetCheckResult(
-            asset_key=key, check_name="managed_outputs_present", passed=not errors and missing_count == 0,
-            description=(
-                f"{missing_count} managed output(s) missing" if missing_count
-                else ("state could not be read" if errors else "every managed output exists")
-            ),
-            metadata={
+        "state_valid": Outcome("state_valid", not health.error, state_text, {**common, "error": health.error}),
+        "managed_outputs_present": Outcome(
+            "managed_outputs_present", not health.error and not missing, present_text,
+            {
                 **common,
-                "checked_count": dg.MetadataValue.int(sum(r.checked_count for r in reports.values())),
-                "missing_count": dg.MetadataValue.int(missing_count),
-                "missing_outputs": _table(missing_rows, MISSING_SCHEMA),
-                "missing": dg.MetadataValue.json(_listing(missing)),
-                "errors": dg.MetadataValue.json(shown_errors),
+                "checked_count": dg.MetadataValue.int(health.report.checked_count if health.report else 0),
+                "missing_count": dg.MetadataValue.int(len(missing)),
+                "missing_outputs": _table([{"path": p} for p in missing[:LISTED]], MISSING_SCHEMA),
             },
         ),
-        "no_unmanaged_content": dg.AssetCheckResult(
-            asset_key=key, check_name="no_unmanaged_content", passed=unmanaged_count == 0,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=f"{unmanaged_count} unmanaged entr{'y' if unmanaged_count == 1 else 'ies'}"
-            + (" (walk truncated)" if truncated else ""),
-            metadata={
+        "no_unmanaged_content": Outcome(
+            "no_unmanaged_content", unmanaged_count == 0, unmanaged_text,
+            {
                 **common,
                 "unmanaged_count": dg.MetadataValue.int(unmanaged_count),
-                "unmanaged_entries": _table(unmanaged_rows, UNMANAGED_SCHEMA),
-                "unmanaged": dg.MetadataValue.json(_listing({p: [u.path for u in v] for p, v in unmanaged.items()})),
-                "truncated": dg.MetadataValue.bool(truncated),
+                "unmanaged_entries": _table(
+                    [{"path": u.path, "type": u.type, "size": u.size} for u in unmanaged[:LISTED]], UNMANAGED_SCHEMA
+                ),
+                "truncated": dg.MetadataValue.bool(health.walk_truncated),
             },
+            severity=dg.AssetCheckSeverity.WARN,
         ),
     }
 
 
-CHECK_DESCRIPTIONS = {
-    "state_valid": "The .distributor.json of every published bundle path is valid and records this destination.",
-    "managed_outputs_present": "Every managed output recorded for this destination exists.",
-    "no_unmanaged_content": "No unmanaged files in the published bundle paths (warning).",
-}
+def evaluate_paths(
+    site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: Iterable[str], root_uri: str, log: Any
+) -> dict[str, dict[str, Outcome]]:
+    """The outcomes of the three checks for each destination bundle path (destination opened once)."""
+    paths = list(dict.fromkeys(bundle_paths))
+    if not paths:
+        return {}
+    try:
+        healths = inspect_paths(site.config, pipeline.id, destination.id, paths, environment=site.environment())
+    except Exception as exc:  # the destination cannot be opened: every path fails its checks
+        healths = {path: PathHealth(path, error=f"destination {root_uri} cannot be read: {exc}") for path in paths}
+    results = {}
+    for path in paths:
+        health = healths[path]
+        if health.error:
+            log.warning(f"{lp.display_path(path)}: {health.error}")
+        elif health.report is not None:
+            log.info(health.report.text_line(with_bundle=True))
+        results[path] = outcomes(health, root_uri)
+    return results
 
 
-def check_specs(names: DestinationNames, blocking: tuple[str, ...]) -> list[dg.AssetCheckSpec]:
-    """The three checks of a destination asset, declared with it; ``blocking`` names those whose
-    failure (severity error) blocks downstream assets in the same run."""
-    key = dg.AssetKey(list(names.asset_key))
+def bundle_outcome(bundle_path: str, manifest_digest: str, error: BundleError | None) -> Outcome:
+    """The source check ``bundle_valid`` for one validated bundle."""
+    metadata: dict[str, Any] = {"bundle_path": lp.display_path(bundle_path)}
+    if manifest_digest:
+        metadata["manifest_digest"] = manifest_digest
+    if error is None:
+        return Outcome(SOURCE_CHECK, True, f"bundle {lp.display_path(bundle_path)} is valid", metadata)
+    if isinstance(error, BundleValidationError) and error.path:
+        metadata["file"] = error.path
+        if error.expected:
+            metadata["expected"] = error.expected
+            metadata["actual"] = error.actual
+    return Outcome(SOURCE_CHECK, False, f"bundle {lp.display_path(bundle_path)}: {error}", metadata)
+
+
+def run_partition_keys(context: dg.OpExecutionContext) -> list[str] | None:
+    """The partitions a run targets (one, or a range), ``None`` for an unpartitioned run."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return list(context.partition_keys)
+    return None
+
+
+def checked_paths(context: dg.OpExecutionContext, key: dg.AssetKey, partitioned: bool) -> list[str]:
+    """Destination bundle paths a checks-only evaluation looks at: an unpartitioned asset's root
+    once it was materialized; a partitioned one's partitions of the run, or every partition it
+    has materialized."""
+    if not partitioned:
+        return [""] if context.instance.fetch_materializations(key, limit=1).records else []
+    keys = run_partition_keys(context)
+    if keys is None:
+        keys = sorted(context.instance.get_materialized_partitions(key))
+    return [bundle_path(k) for k in keys]
+
+
+def failed_blocking(results: Mapping[str, Mapping[str, Outcome]], blocking: tuple[str, ...]) -> list[str]:
+    """``<path>: <check>: <description>`` for every failed blocking check."""
     return [
-        dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking)
-        for name in CHECK_NAMES
+        f"{lp.display_path(path)}: {name}: {outcome.description}"
+        for path, by_name in results.items()
+        for name, outcome in by_name.items()
+        if name in blocking and not outcome.passed and outcome.severity == dg.AssetCheckSeverity.ERROR
     ]
-
-
-def evaluate_checks(
-    site: Site, pipeline: Pipeline, destination: Destination, instance: dg.DagsterInstance, key: dg.AssetKey,
-    log: Any,
-) -> dict[str, dg.AssetCheckResult]:
-    """Run the read-only checks on every bundle path ``key`` has materialized."""
-    bundle_paths = published_bundle_paths(instance, key, destination)
-    reports, errors = evaluate(site, pipeline, destination, bundle_paths)
-    for path, error in errors.items():
-        log.warning(f"{lp.display_path(path)}: {error}")
-    for report in reports.values():
-        log.info(report.text_line(with_bundle=True))
-    return check_results(key, bundle_paths, reports, errors)

@@ -39,21 +39,42 @@ def root_text(storage: Storage) -> str:
 
 def destination_description(pipeline: Pipeline, destination: Destination) -> str:
     mode = destination.path_mapping.mode
+    if pipeline.is_upload:
+        how = "Materializing it publishes the uploads waiting in the staging area (to every destination of the " \
+              "pipeline: an upload is published whole)."
+    elif mode == "fixed":
+        how = "It holds the newest bundle; materializing it publishes the newest bundle there."
+    else:
+        how = "Partitioned by bundle: each partition is one bundle's publication at its own path; materializing " \
+              "a partition publishes that bundle."
     return (
         f"Publications of pipeline {pipeline.id} to destination {destination.id}: {root_text(destination.storage)} "
         f"({mode.replace('_', ' ')} paths, {destination.state.mode.replace('_', ' ')} state, "
-        f"{destination.reconciliation.mode} reconciliation). Materializing it publishes the source's bundles "
-        "there; only executed writes materialize, skips and dry runs are observations."
+        f"{destination.reconciliation.mode} reconciliation). {how}"
     )
 
 
-def source_description(pipeline: Pipeline) -> str:
+def source_description(pipeline: Pipeline, *, partitioned: bool = False) -> str:
     if pipeline.is_upload:
         return (
             f"Bundles uploaded to pipeline {pipeline.id} through `distributor serve`: {root_text(pipeline.source)}. "
             "Observed by the uploads sensor; its data version is the digest of the newest upload."
         )
+    if partitioned:
+        return (
+            f"Source bundles of pipeline {pipeline.id}: {root_text(pipeline.source)}. One partition per bundle, "
+            "keyed by its source-relative path (the bundle at the source root is '.'); each partition's data "
+            "version is that bundle's digest. Observed by the watch sensor and the publish runs; the check "
+            "bundle_valid names bundles that fail validation."
+        )
     return (
         f"Source bundles of pipeline {pipeline.id}: {root_text(pipeline.source)}. Observed by the watch sensor, "
         "the publish runs and the Observe button; its data version is the digest of the newest bundle."
+    )
+
+
+def newest_description(pipeline: Pipeline) -> str:
+    return (
+        f"The newest bundle of the source of pipeline {pipeline.id} (latest manifest created, ties by path): what "
+        "its fixed destinations publish. Its data version is that bundle's digest."
     )

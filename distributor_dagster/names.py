@@ -76,39 +76,65 @@ class NameRegistry:
         self._owners[key] = (owner, kind)
         return name
 
+    def claim_key(self, key: tuple[str, ...], owner: Owner) -> tuple[str, ...]:
+        self.claim("asset", "/".join(key), owner)
+        return key
+
+
+def per_bundle(pipeline: Pipeline, destination: Destination) -> bool:
+    """Whether ``destination`` gives each bundle of ``pipeline`` its own destination path
+    (``preserve_relative`` over a ``local``, ``ssh`` or ``s3`` source): its asset is then
+    partitioned by bundle, one partition per bundle path (issue 24)."""
+    return not pipeline.is_upload and destination.path_mapping.mode != "fixed"
+
 
 @dataclass(frozen=True)
 class DestinationNames:
-    """Names of one destination: its asset, its steps inside the pipeline's publish graph (node
-    names ``plan_<d>``, ``execute_<d>``, ``check_<d>``; op definitions ``publish_<p>__<node>``) and
-    its maintenance jobs."""
+    """Names of one destination: its asset, the graph that publishes it (``graph``, the node
+    name prefixing step keys), its step ``publish_<d>`` inside that graph (op definition
+    ``<graph>__publish_<d>``) and its maintenance jobs."""
 
     pipeline_id: str
     destination_id: str
     asset_key: tuple[str, ...]
-    publish_job: str
+    partitioned: bool
+    graph: str
+    publish_node: str
+    publish_op: str
     prune_job: str
     reconcile_job: str
     audit_job: str
-    plan_node: str
-    execute_node: str
-    check_node: str
-    plan_op: str
-    execute_op: str
-    check_op: str
+
+
+@dataclass(frozen=True)
+class GraphNames:
+    """One publish graph of a pipeline: the destinations it publishes (all partitioned by bundle,
+    or all unpartitioned) and its node name (step keys read ``<node>.<step>``, run config sits
+    under ``ops.<node>.config``)."""
+
+    node: str
+    partitioned: bool
+    destination_ids: tuple[str, ...]
+
+    def op(self, step: str) -> str:
+        return f"{self.node}__{step}"
 
 
 @dataclass(frozen=True)
 class PipelineNames:
-    """Names of one pipeline: its group, its source asset key, the graph-backed multi-asset that
-    publishes its destinations (``graph``: the node name that prefixes step keys and run config),
-    the asset job ``publish_<p>`` and its sensor."""
+    """Names of one pipeline: its group, its source asset key, the key of the unpartitioned
+    "newest bundle" view (``newest_key``, only when per-bundle and ``fixed`` destinations mix),
+    the dynamic partitions of its bundles (``partitions``, empty when nothing is partitioned), its
+    publish graphs, the asset job ``publish_<p>`` and its sensor."""
 
     pipeline_id: str
     group: str
     source_key: tuple[str, ...]
-    graph: str
+    newest_key: tuple[str, ...] | None
+    partitions: str
+    graphs: tuple[GraphNames, ...]
     observe_op: str
+    newest_observe_op: str
     publish_job: str
     watch_sensor: str
     uploads_sensor: str
@@ -120,12 +146,25 @@ class PipelineNames:
                 return names
         raise KeyError(destination_id)
 
-    def publish_op(self, node: str) -> str:
-        return f"{self.publish_job}__{node}"
+    def graph(self, partitioned: bool) -> GraphNames | None:
+        for graph in self.graphs:
+            if graph.partitioned == partitioned:
+                return graph
+        return None
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partitions)
 
 
-#: The fixed node names of the generated graphs and jobs.
-PUBLISH_NODES = ("discover", "validate", "report")
+#: The fixed steps of a publish graph; each destination adds ``publish_<d>``.
+PUBLISH_NODES = ("discover", "validate")
+#: The step of an upload pipeline's graph that records each upload's outcome.
+REPORT_NODE = "report"
+#: The key component of a pipeline's "newest bundle" view (next to its destinations).
+NEWEST = "newest"
+#: The suffix of the unpartitioned graph's node in a pipeline that also has a per-bundle one.
+NEWEST_GRAPH = "__newest"
 PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
 REPAIR_NODES = ("load_state", "reconcile_state")
 #: the one node of ``audit_<p>__<d>`` (distributor_dagster.audit)
@@ -133,11 +172,11 @@ AUDIT_NODE = "audit"
 
 
 def _destination_names(
-    registry: NameRegistry, prefix: str, key_prefix: Sequence[str], pipeline: Pipeline, destination: Destination
+    registry: NameRegistry, prefix: str, key_prefix: Sequence[str], pipeline: Pipeline, destination: Destination,
+    graph: GraphNames,
 ) -> DestinationNames:
     owner = Owner(pipeline.id, destination.id)
     p, d = sanitize(pipeline.id), sanitize(destination.id)
-    publish_job = f"{prefix}publish_{p}"
     prune_job = registry.claim("job", f"{prefix}prune_{p}__{d}", owner)
     reconcile_job = registry.claim("job", f"{prefix}reconcile_state_{p}__{d}", owner)
     audit_job = registry.claim("job", f"{prefix}audit_{p}__{d}", owner)
@@ -148,24 +187,36 @@ def _destination_names(
         registry.claim("op", f"{reconcile_job}__{node}", owner)
     asset_key = (*key_prefix, p, d)
     registry.claim("asset", "/".join(asset_key), owner)
-    plan_node, execute_node, check_node = f"plan_{d}", f"execute_{d}", f"check_{d}"
-    for node in (plan_node, execute_node, check_node):
-        registry.claim("node:" + publish_job, node, owner)
+    publish_node = registry.claim("node:" + graph.node, f"publish_{d}", owner)
     return DestinationNames(
         pipeline_id=pipeline.id,
         destination_id=destination.id,
         asset_key=asset_key,
-        publish_job=publish_job,
+        partitioned=graph.partitioned,
+        graph=graph.node,
+        publish_node=publish_node,
+        publish_op=registry.claim("op", graph.op(publish_node), owner),
         prune_job=prune_job,
         reconcile_job=reconcile_job,
         audit_job=audit_job,
-        plan_node=plan_node,
-        execute_node=execute_node,
-        check_node=check_node,
-        plan_op=registry.claim("op", f"{publish_job}__{plan_node}", owner),
-        execute_op=registry.claim("op", f"{publish_job}__{execute_node}", owner),
-        check_op=registry.claim("op", f"{publish_job}__{check_node}", owner),
     )
+
+
+def _graphs(registry: NameRegistry, pipeline: Pipeline, graph: str, owner: Owner) -> tuple[GraphNames, ...]:
+    split = {
+        flag: tuple(d.id for d in pipeline.destinations if per_bundle(pipeline, d) == flag) for flag in (True, False)
+    }
+    graphs = []
+    for flag in (True, False):
+        if not split[flag]:
+            continue
+        node = graph if flag or not split[True] else graph + NEWEST_GRAPH
+        registry.claim("op", node, owner)
+        steps = (*PUBLISH_NODES, REPORT_NODE) if pipeline.is_upload else PUBLISH_NODES
+        for step in steps:
+            registry.claim("op", f"{node}__{step}", owner)
+        graphs.append(GraphNames(node=node, partitioned=flag, destination_ids=split[flag]))
+    return tuple(graphs)
 
 
 def pipeline_names(
@@ -176,24 +227,34 @@ def pipeline_names(
     group = registry.claim("group", f"{prefix}{p}", owner)
     source_key = (*key_prefix, p)
     registry.claim("asset", "/".join(source_key), owner)
-    graph = registry.claim("op", f"{prefix}{p}", owner)
-    observe_op = registry.claim("op", f"{graph}__observe", owner)
+    graphs = _graphs(registry, pipeline, f"{prefix}{p}", owner)
+    partitioned = any(g.partitioned for g in graphs)
+    newest_key = None
+    newest_observe_op = ""
+    if partitioned and any(not g.partitioned for g in graphs):
+        newest_key = registry.claim_key((*source_key, NEWEST), owner)
+        newest_observe_op = registry.claim("op", f"{prefix}{p}{NEWEST_GRAPH}__observe", owner)
+    partitions = registry.claim("partitions", f"{'/'.join(source_key)}__bundles", owner) if partitioned else ""
+    observe_op = registry.claim("op", f"{prefix}{p}__observe", owner)
     publish_job = registry.claim("job", f"{prefix}publish_{p}", owner)
-    for node in PUBLISH_NODES:
-        registry.claim("op", f"{publish_job}__{node}", owner)
     if pipeline.is_upload:
         uploads_sensor, watch_sensor = registry.claim("sensor", f"{prefix}uploads_{p}", owner), ""
     else:
         uploads_sensor, watch_sensor = "", registry.claim("sensor", f"{prefix}watch_{p}", owner)
+    by_id = {d: g for g in graphs for d in g.destination_ids}
     destinations = tuple(
-        _destination_names(registry, prefix, key_prefix, pipeline, destination) for destination in pipeline.destinations
+        _destination_names(registry, prefix, key_prefix, pipeline, destination, by_id[destination.id])
+        for destination in pipeline.destinations
     )
     return PipelineNames(
         pipeline_id=pipeline.id,
         group=group,
         source_key=source_key,
-        graph=graph,
+        newest_key=newest_key,
+        partitions=partitions,
+        graphs=graphs,
         observe_op=observe_op,
+        newest_observe_op=newest_observe_op,
         publish_job=publish_job,
         watch_sensor=watch_sensor,
         uploads_sensor=uploads_sensor,

@@ -18,6 +18,9 @@ SENSOR_STATUSES = {"running": dg.DefaultSensorStatus.RUNNING, "stopped": dg.Defa
 
 #: Upper bound of run requests one sensor tick emits; the cursor resumes after the last one.
 DEFAULT_MAX_RUNS_PER_TICK = 100
+#: Bundles one run publishes at most when many are published at once (a backfill, a sensor tick
+#: that finds many new bundles): the backfill policy of per-bundle destination assets.
+DEFAULT_BUNDLES_PER_RUN = 100
 
 #: How destinations get published: ``sensors`` (``watch_<p>`` requests publish runs) or
 #: ``eager`` (destination assets carry ``AutomationCondition.eager()``; ``watch_<p>`` only observes).
@@ -75,6 +78,8 @@ class BuildOptions:
       for loading several configs into one code location.
     - ``asset_key_prefix``: components prepended to every asset key (sanitised like ids).
     - ``max_runs_per_tick``: bound of run requests one sensor tick emits; the rest follow next tick.
+    - ``bundles_per_run``: bundles one run publishes at most when many are published at once (the
+      backfill policy of per-bundle destination assets).
     - ``automation``: ``"sensors"`` (default: ``watch_<p>`` requests publish runs) or ``"eager"``
       (destination assets of ``local``/``ssh``/``s3`` pipelines get ``AutomationCondition.eager()``
       and publish when their source is observed with a new bundle; ``watch_<p>`` then only observes).
@@ -91,6 +96,7 @@ class BuildOptions:
     name_prefix: str = ""
     asset_key_prefix: tuple[str, ...] = ()
     max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK
+    bundles_per_run: int = DEFAULT_BUNDLES_PER_RUN
     automation: str = "sensors"
     blocking_checks: tuple[str, ...] = DEFAULT_BLOCKING_CHECKS
     digest_checks: bool = False
@@ -110,6 +116,7 @@ class BuildOptions:
         name_prefix: str = "",
         asset_key_prefix: Sequence[str] | str = (),
         max_runs_per_tick: int = DEFAULT_MAX_RUNS_PER_TICK,
+        bundles_per_run: int = DEFAULT_BUNDLES_PER_RUN,
         automation: str = "sensors",
         blocking_checks: Sequence[str] | str = DEFAULT_BLOCKING_CHECKS,
         digest_checks: bool | str = False,
@@ -118,8 +125,9 @@ class BuildOptions:
     ) -> BuildOptions:
         if isinstance(sensor_interval, bool) or not isinstance(sensor_interval, int) or sensor_interval < 1:
             raise ValueError(f"sensor_interval must be a positive number of seconds, got {sensor_interval!r}")
-        if isinstance(max_runs_per_tick, bool) or not isinstance(max_runs_per_tick, int) or max_runs_per_tick < 1:
-            raise ValueError(f"max_runs_per_tick must be a positive integer, got {max_runs_per_tick!r}")
+        for option, value in (("max_runs_per_tick", max_runs_per_tick), ("bundles_per_run", bundles_per_run)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{option} must be a positive integer, got {value!r}")
         keys = (asset_key_prefix,) if isinstance(asset_key_prefix, str) else tuple(asset_key_prefix)
         if any(not isinstance(k, str) or not k for k in keys):
             raise ValueError(f"asset_key_prefix must be non-empty strings, got {asset_key_prefix!r}")
@@ -129,6 +137,7 @@ class BuildOptions:
             name_prefix=check_prefix(name_prefix, "name_prefix"),
             asset_key_prefix=tuple(sanitize(k) for k in keys),
             max_runs_per_tick=max_runs_per_tick,
+            bundles_per_run=bundles_per_run,
             automation=automation_mode(automation),
             blocking_checks=parse_blocking_checks(blocking_checks),
             digest_checks=parse_flag(digest_checks, "digest_checks"),

@@ -1,9 +1,13 @@
-"""Observations of a pipeline's source asset (issue 12 item 1).
+"""Observations of a pipeline's source asset (issue 12 item 1, issue 24).
 
-Each observation carries a data version, the digest of the newest bundle seen, and metadata: the
-bundle count and the newest bundle's path, id, digest and ``created`` time. The watch and uploads
+A partitioned source asset (one partition per bundle) is observed bundle by bundle: each
+partition's observation carries that bundle's digest as data version, the manifest stamp it was
+read at (mtime or ETag, :data:`STAMP_TAG`) and the bundle's identity. An unpartitioned source (only
+``fixed`` destinations, or an upload staging area) and the "newest bundle" view of a mixed
+pipeline are observed as a whole: the data version is the newest bundle's digest, with the bundle
+count and the newest bundle's path, id, digest and ``created`` time. The watch and uploads
 sensors, the publish runs' ``discover`` step and the source asset's own observe function (the
-"Observe" button) all describe a source through :class:`SourceView`.
+"Observe" button) all describe a source through :class:`Seen` and :class:`SourceView`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from distributor_core.source import discover_bundles, manifest_path
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 from distributor_core.timefmt import format_precise, parse_rfc3339
-from distributor_dagster.versions import NO_BUNDLES, data_version_tags
+from distributor_dagster.partitions import bundle_key
+from distributor_dagster.versions import NO_BUNDLES, STAMP_TAG, data_version_tags
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,27 @@ class Seen:
     bundle_id: str
     digest: str
     created: datetime
+    #: the manifest's mtime or ETag when it was read ("" when unknown)
+    stamp: str = ""
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "bundle_path": lp.display_path(self.path),
+            "bundle_id": self.bundle_id,
+            "digest": self.digest,
+            "created": dg.MetadataValue.timestamp(self.created),
+        }
+
+    def observation(self, key: dg.AssetKey) -> dg.AssetObservation:
+        """This bundle's partition of a partitioned source asset, with its digest as data version."""
+        tags = data_version_tags(self.digest)
+        if self.stamp:
+            tags[STAMP_TAG] = self.stamp
+        return dg.AssetObservation(
+            asset_key=key, partition=bundle_key(self.path), tags=tags, metadata=self.metadata(),
+            description=f"bundle {lp.display_path(self.path)} id {self.bundle_id} "
+            f"created {format_precise(self.created)}",
+        )
 
 
 def newest(bundles: Iterable[Seen]) -> Seen | None:
@@ -95,8 +121,8 @@ class SourceView:
         return dg.ObserveResult(asset_key=key, data_version=dg.DataVersion(self.data_version), metadata=self.metadata())
 
 
-def seen_manifest(path: str, manifest: Manifest) -> Seen:
-    return Seen(path, manifest.id, manifest.digest, manifest.created)
+def seen_manifest(path: str, manifest: Manifest, stamp: str = "") -> Seen:
+    return Seen(path, manifest.id, manifest.digest, manifest.created, stamp)
 
 
 def seen_upload(run_id: str, manifest: dict[str, Any]) -> Seen | None:

@@ -54,6 +54,7 @@ __all__ = [
     "run_config",
     "selected_destinations",
     "selected_pipelines",
+    "validate_bundle",
 ]
 
 
@@ -97,6 +98,39 @@ def publish_bundles(
                 report.actions.append(publish_to(pipeline, destination, source, bundle, pool=pool, options=options))
 
 
+def validate_bundle(
+    pipeline: Pipeline,
+    source: Storage,
+    path: str,
+    options: RunOptions,
+    *,
+    cache: ValidationCache | None = None,
+    content: ValidatedContent | None = None,
+) -> SourceBundle:
+    """Load and validate the bundle at ``path`` (manifest rules, then every file's size and
+    sha256); raises :class:`~distributor_core.bundle.BundleError` for an invalid bundle."""
+    manifest = load_source_manifest(source, path)
+
+    def on_bytes(done: int) -> None:
+        if options.events is not None:
+            options.events(RunEvent("validate", pipeline.id, bundle_path=path, bytes_done=done))
+
+    validate_source_bundle(
+        source,
+        path,
+        manifest,
+        progress=on_bytes if options.events else None,
+        keep=content,
+        manifest_checked=True,  # load_source_manifest validated it
+        cache=cache,
+    )
+    return SourceBundle(path, manifest, content)
+
+
+def invalid_message(path: str, error: BundleError) -> str:
+    return f"invalid source bundle {path or '.'}: {error}"
+
+
 def load_and_validate(
     pipeline: Pipeline, source: Storage, options: RunOptions, *, cache: ValidationCache | None = None
 ) -> tuple[list[SourceBundle], list[tuple[str, str]]]:
@@ -110,25 +144,9 @@ def load_and_validate(
     content = ValidatedContent() if not options.dry_run else None
     for path in paths:
         try:
-            manifest = load_source_manifest(source, path)
-
-            def on_bytes(done: int, _p=path) -> None:
-                if options.events is not None:
-                    options.events(RunEvent("validate", pipeline.id, bundle_path=_p, bytes_done=done))
-
-            validate_source_bundle(
-                source,
-                path,
-                manifest,
-                progress=on_bytes if options.events else None,
-                keep=content,
-                manifest_checked=True,  # load_source_manifest validated it
-                cache=cache,
-            )
+            bundles.append(validate_bundle(pipeline, source, path, options, cache=cache, content=content))
         except BundleError as exc:
-            invalid.append((path, f"invalid source bundle {path or '.'}: {exc}"))
-            continue
-        bundles.append(SourceBundle(path, manifest, content))
+            invalid.append((path, invalid_message(path, exc)))
     return bundles, invalid
 
 

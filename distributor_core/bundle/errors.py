@@ -21,4 +21,15 @@ class BundlePathError(BundleError):
 
 
 class BundleValidationError(BundleError):
-    """Bundle files on disk or in storage do not match their manifest, or cannot be used."""
+    """Bundle files on disk or in storage do not match their manifest, or cannot be used.
+
+    ``path`` names the bundle file at fault when there is one; a content mismatch also carries
+    what the manifest says (``expected``) and what the bytes are (``actual``): sizes as decimal
+    text, digests as hex.
+    """
+
+    def __init__(self, message: str, *, path: str = "", expected: str = "", actual: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.actual = actual

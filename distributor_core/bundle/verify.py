@@ -15,28 +15,34 @@ from distributor_core.bundle.model import ManifestFile
 
 
 def missing(path: str) -> BundleValidationError:
-    return BundleValidationError(f"file {path} does not exist")
+    return BundleValidationError(f"file {path} does not exist", path=path)
 
 
 def not_regular(path: str, what: str | None = None) -> BundleValidationError:
     detail = f" ({what})" if what else ""
-    return BundleValidationError(f"file {path} is not a regular file{detail}")
+    return BundleValidationError(f"file {path} is not a regular file{detail}", path=path)
 
 
 def symlinked_ancestor(path: str, ancestor: str) -> BundleValidationError:
-    return BundleValidationError(f"file {path} has a symlinked ancestor {ancestor}")
+    return BundleValidationError(f"file {path} has a symlinked ancestor {ancestor}", path=path)
 
 
 def unreadable(path: str, reason: str) -> BundleValidationError:
-    return BundleValidationError(f"file {path} cannot be read: {reason}")
+    return BundleValidationError(f"file {path} cannot be read: {reason}", path=path)
 
 
 def size_mismatch(path: str, actual: int, expected: int) -> BundleValidationError:
-    return BundleValidationError(f"file {path} size {actual} does not match manifest size {expected}")
+    return BundleValidationError(
+        f"file {path} size {actual} does not match manifest size {expected}",
+        path=path, expected=str(expected), actual=str(actual),
+    )
 
 
 def sha256_mismatch(path: str, actual: str, expected: str) -> BundleValidationError:
-    return BundleValidationError(f"file {path} sha256 {actual} does not match manifest sha256 {expected}")
+    return BundleValidationError(
+        f"file {path} sha256 {actual} does not match manifest sha256 {expected}",
+        path=path, expected=expected, actual=actual,
+    )
 
 
 def check_size(record: ManifestFile, actual: int) -> None:

@@ -1,27 +1,34 @@
-"""Asset events of a publication (issue 12 items 4, 5; resolutions E2).
+"""Asset events of a publication (issue 12 items 4, 5; resolutions E2; issue 24).
 
-Only an executed write action materializes the destination asset; its data version is the
-published bundle's digest. Skips, dry runs and ``fail_*`` plans emit an ``AssetObservation`` with
-the same metadata; a ``skip_same`` observation carries the same data version (the destination
-still holds that bundle), dry runs and failures none.
+A partition of a per-bundle destination is materialized by every publication that leaves the
+destination holding that bundle: an executed write, and also ``skip_same`` (the partition the run
+targeted holds exactly that bundle; Dagster counts a targeted partition that was neither
+materialized nor failed as failed, so a backfill over published bundles would otherwise end
+red). Its data version is the bundle's digest and its provenance names that bundle's partition
+of the source. Each partition is its own event, logged by the step.
 
-When one step materializes several bundles (a run without a bundle selector), all but the last
-are logged as ``AssetMaterialization`` events and the last one, the newest, is the step's asset
-output, which Dagster gives the code version and data provenance of the asset.
+An unpartitioned destination (``fixed``, uploads) gets at most one materialization per run, the
+step's asset output, for the bundle it holds at the end; only an executed write materializes it
+(a ``skip_same`` is an observation with the same data version, as resolutions E2 says).
+
+Everything else (dry runs, ``skip_destination_newer``, ``fail_*`` plans, failed writes, bundles a
+later one replaced within the run) is an ``AssetObservation`` with the same metadata.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import dagster as dg
 
 from distributor_core import paths as lp
 from distributor_core.app.report import ActionReport
 from distributor_core.bundle import Manifest
-from distributor_dagster.versions import data_version_tags, input_version_tags
+from distributor_dagster.partitions import bundle_key
+from distributor_dagster.publish.model import Item
+from distributor_dagster.versions import data_version_tags, materialization_tags
 
 OUTPUTS_SCHEMA = dg.TableSchema(
     columns=[
@@ -91,68 +98,102 @@ def action_metadata(
     return metadata
 
 
-def materializes(entry: ActionReport, *, dry_run: bool) -> bool:
-    """True for an executed write action: ``completed`` is only reported for those."""
+def executed(entry: ActionReport, *, dry_run: bool) -> bool:
+    """An executed write action: ``completed`` is only reported for those."""
     return not dry_run and entry.status == "completed"
 
 
 def holds(entry: ActionReport, *, dry_run: bool) -> bool:
     """The destination holds the entry's bundle after the step (written now or already the same)."""
-    return materializes(entry, dry_run=dry_run) or (not dry_run and entry.action == "skip_same")
+    return executed(entry, dry_run=dry_run) or (not dry_run and entry.action == "skip_same" and not entry.failed)
 
 
 def describe(entry: ActionReport) -> str:
     return f"{entry.action or 'failed'}: {entry.reason or entry.error}"
 
 
+class Pointer(Protocol):
+    def __call__(self, partition: str | None, digest: str) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a destination's materializations record: its code version and the source asset
+    (partition) they were published from."""
+
+    code_version: str
+    input_key: dg.AssetKey
+    pointer: Pointer
+
+    def tags(self, digest: str, partition: str | None) -> dict[str, str]:
+        return materialization_tags(digest, self.code_version, self.input_key, digest,
+                                    self.pointer(partition, digest))
+
+
 @dataclass
 class AssetEvents:
     """The events of one destination step: ``logged`` go through ``context.log_event``; ``final``
-    (metadata, data version, tags) becomes the step's asset output, when anything was written."""
+    (metadata, data version, tags) becomes the step's asset output (unpartitioned destinations)."""
 
     logged: list[dg.AssetMaterialization | dg.AssetObservation] = field(default_factory=list)
     final: tuple[dict[str, Any], dg.DataVersion, dict[str, str]] | None = None
 
 
-def asset_events(
-    entries: Sequence[ActionReport],
+def partition_events(
+    entries: Sequence[tuple[Item, ActionReport]],
     manifests: Mapping[str, Manifest],
     *,
     asset_key: dg.AssetKey,
-    source_key: dg.AssetKey,
+    provenance: Provenance,
     dry_run: bool,
     root_uri: str,
 ) -> AssetEvents:
-    """Observations for what was not written and materializations, newest last, for what was."""
+    """One event per bundle partition: a materialization where the destination holds the bundle."""
     events = AssetEvents()
-    written: list[tuple[ActionReport, Manifest]] = []
-    held: list[tuple[str, Manifest]] = []
-    for entry in entries:
-        manifest = manifests.get(entry.bundle_path)
+    for item, entry in entries:
+        manifest = manifests.get(item.key)
+        key = bundle_key(item.bundle_path)
+        metadata = action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri)
         if manifest is not None and holds(entry, dry_run=dry_run):
-            held.append((entry.bundle_path, manifest))
-        if manifest is not None and materializes(entry, dry_run=dry_run):
-            written.append((entry, manifest))
-            continue
-        tags = data_version_tags(manifest.digest) if manifest is not None and holds(entry, dry_run=dry_run) else {}
-        events.logged.append(dg.AssetObservation(
-            asset_key=asset_key, description=describe(entry), tags=tags,
-            metadata=action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri),
-        ))
-    if not written:
-        return events
-    written.sort(key=lambda item: (item[1].created, item[0].bundle_path))
-    for entry, manifest in written[:-1]:
-        events.logged.append(dg.AssetMaterialization(
-            asset_key=asset_key, description=describe(entry), tags=data_version_tags(manifest.digest),
-            metadata=action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri),
-        ))
-    entry, manifest = written[-1]
-    # the newest bundle held (latest created, ties by path, as a fixed destination picks it)
-    _, newest_held = min(held, key=lambda item: (-item[1].created.timestamp(), item[0]))
-    events.final = (
-        action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri),
-        dg.DataVersion(manifest.digest),
-        input_version_tags(source_key, newest_held.digest),
-    )
+            events.logged.append(dg.AssetMaterialization(
+                asset_key=asset_key, partition=key, description=describe(entry), metadata=metadata,
+                tags=provenance.tags(manifest.digest, key),
+            ))
+        else:
+            events.logged.append(dg.AssetObservation(
+                asset_key=asset_key, partition=key, description=describe(entry), metadata=metadata,
+            ))
     return events
+
+
+def destination_events(
+    entries: Sequence[tuple[Item, ActionReport]],
+    manifests: Mapping[str, Manifest],
+    *,
+    asset_key: dg.AssetKey,
+    provenance: Provenance,
+    dry_run: bool,
+    root_uri: str,
+) -> AssetEvents:
+    """An unpartitioned destination: the last executed write of the run is its materialization
+    (the step's output); every other entry an observation (a ``skip_same`` one keeps the data
+    version it holds)."""
+    events = AssetEvents()
+    last = None
+    for index, (item, entry) in enumerate(entries):
+        if manifests.get(item.key) is not None and executed(entry, dry_run=dry_run):
+            last = index
+    for index, (item, entry) in enumerate(entries):
+        manifest = manifests.get(item.key)
+        metadata = action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri)
+        if index == last and manifest is not None:
+            events.final = (metadata, dg.DataVersion(manifest.digest), provenance.tags(manifest.digest, None))
+            continue
+        still_held = manifest is not None and last is None and holds(entry, dry_run=dry_run)
+        events.logged.append(dg.AssetObservation(
+            asset_key=asset_key, description=describe(entry), metadata=metadata,
+            tags=data_version_tags(manifest.digest) if still_held and manifest is not None else {},
+        ))
+    return events
+
+

@@ -1,30 +1,22 @@
-"""One pipeline's destinations as a subsettable, graph-backed multi-asset (issue 12 item 2,
-resolutions B1, H1).
+"""A pipeline's destinations as graph-backed multi-assets (issue 12 item 2, resolutions B1, H1,
+issue 24).
 
-    <source asset> ──> discover ──> validate ──> plan_<d> ──> execute_<d> ──> [<pipeline>/<d>]
-                          │                                       └─ result ──> report ──> check_<d>
-                          └───────────────────────────────────────────────────────────┘
+A pipeline has one publish graph per kind of destination asset: its per-bundle (partitioned)
+destinations in one, its unpartitioned ones (``fixed``, uploads) in another::
 
-The node is named after the pipeline (``<p>``): step keys read ``<p>.execute_<d>`` and the run
-config is ``ops: {<p>: {config: {bundle_path, destination, upload_run_id, dry_run, force,
-republish}}}`` (a config mapping onto ``discover``).
+    <source> ──> discover ──> validate ──> publish_<d1> ──> [<p>/<d1>] + its checks
+                                      └──> publish_<d2> ──> [<p>/<d2>] + its checks
 
-Failures. ``execute_<d>`` hands its result to ``report`` and then fails when a publication
-failed; the publish executor (:data:`~distributor_dagster.publish.job.PUBLISH_EXECUTOR`) runs a
-step once its inputs exist, so ``report`` and the checks still run and only the failing
-destination's step is red. "Re-execute from failure" runs that ``execute_<d>`` again (which
-publishes again), then ``report`` and the checks, with the other destinations' results taken
-from the parent run.
+Step keys read ``<graph>.<step>``, the run config sits under ``ops.<graph>.config``. A graph of
+bundles can be subset: a run of one destination (or one partition) executes ``discover``,
+``validate`` and that destination's ``publish_<d>`` only, and claims only that root's pool. An
+upload pipeline's graph publishes each upload whole (every destination, then ``report`` records
+the outcome), so its destinations are materialized together.
 
-Subsetting. Selecting destination assets keeps every step whose output leads to them, and,
-because each ``execute_<d>`` also hands its report entries to ``report`` and ``report`` precedes
-the checks, every ``plan_<d>``/``execute_<d>`` stays in the plan while checks are selected.
-``discover`` reads the selected asset keys: ``plan_<d>``/``execute_<d>`` of an unselected
-destination touch no storage and return an empty result (they never skip: under the publish
-executor a skipped step would leave the fan-in of ``report`` waiting forever); the unselected
-``execute_<d>`` still takes its pool slot for that moment. A checks-only run (no destination
-selected) touches neither source nor destinations: ``discover`` and ``validate`` return empty,
-``report`` reports nothing, and ``check_<d>`` runs.
+Failures: ``publish_<d>`` hands its result on before it fails, and the publish executor runs a step
+once its inputs exist (:data:`~distributor_dagster.publish.job.PUBLISH_EXECUTOR`), so one failing
+destination fails only its own step. A bundle that fails validation fails only the source check
+``bundle_valid`` of that bundle.
 """
 
 from __future__ import annotations
@@ -34,72 +26,83 @@ import dagster as dg
 from distributor_core.config import Pipeline
 from distributor_dagster.assets import destination_out
 from distributor_dagster.checks import check_specs
-from distributor_dagster.names import PipelineNames
-from distributor_dagster.publish.config import PublishConfig
-from distributor_dagster.publish.ops import (
-    check_op,
-    discover_op,
-    execute_op,
-    plan_op,
-    report_op,
-    validate_op,
-)
+from distributor_dagster.names import GraphNames, PipelineNames
+from distributor_dagster.partitions import partitions_def
+from distributor_dagster.publish.config import BundlePublishConfig, UploadPublishConfig
+from distributor_dagster.publish.destination import ASSET_OUTPUT, RESULT_OUTPUT, publish_op
+from distributor_dagster.publish.ops import discover_op, validate_op
+from distributor_dagster.publish.report import report_op
 from distributor_dagster.site import Site
 
 
-def _config_mapping() -> dg.ConfigMapping:
+def _config_mapping(pipeline: Pipeline) -> dg.ConfigMapping:
+    config = UploadPublishConfig if pipeline.is_upload else BundlePublishConfig
     return dg.ConfigMapping(
-        config_fn=lambda config: {"discover": {"config": config}},
-        config_schema=PublishConfig.to_config_schema(),
+        config_fn=lambda values: {"discover": {"config": values}},
+        config_schema=config.to_config_schema(),
     )
 
 
-def publish_assets(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.AssetsDefinition:
+def graph_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.AssetsDefinition:
+    partitions = partitions_def(pnames.partitions) if graph.partitioned else None
+    upload = pipeline.is_upload
     outs: dict[str, dg.AssetOut] = {}
     specs: list[dg.AssetCheckSpec] = []
     steps = []
-    for destination in pipeline.destinations:
-        dnames = names.destination(destination.id)
-        out_name = dnames.execute_node.removeprefix("execute_")
-        outs[out_name] = destination_out(site, pipeline, destination, dnames, names)
-        dspecs = check_specs(dnames, site.options.blocking_checks)
+    for destination_id in graph.destination_ids:
+        destination = pipeline.destination(destination_id)
+        dnames = pnames.destination(destination_id)
+        out_name = dnames.publish_node.removeprefix("publish_")
+        outs[out_name] = destination_out(site, pipeline, destination, dnames, pnames)
+        dspecs = check_specs(dnames, site.options.blocking_checks, partitions)
         specs.extend(dspecs)
         check_outputs = {spec.name: spec.get_python_identifier() for spec in dspecs}
-        steps.append((
-            out_name,
-            plan_op(site, pipeline, destination, dnames).alias(dnames.plan_node),
-            execute_op(site, pipeline, destination, dnames, names).alias(dnames.execute_node),
-            check_op(site, pipeline, destination, dnames, check_outputs).alias(dnames.check_node),
-            check_outputs,
-        ))
-    discover = discover_op(site, pipeline, names).alias("discover")
-    validate = validate_op(site, pipeline, names).alias("validate")
-    report = report_op(site, pipeline, names).alias("report")
+        # an upload's destinations are checked by report, once the upload records are written
+        step = publish_op(site, pipeline, destination, dnames, pnames, {} if upload else check_outputs,
+                          with_result=upload)
+        steps.append((out_name, step.alias(dnames.publish_node), check_outputs))
+    discover = discover_op(site, pipeline, pnames, graph).alias("discover")
+    validate = validate_op(site, pipeline, pnames, graph).alias("validate")
+    report = None
+    if upload:
+        checks = {d: outputs for d, (_, _, outputs) in zip(graph.destination_ids, steps, strict=True)}
+        report = report_op(site, pipeline, pnames, graph, checks).alias("report")
+    source_key = pnames.source_key if graph.partitioned or not pnames.newest_key else pnames.newest_key
 
-    def graph(source):  # type: ignore[no-untyped-def]
-        selection = discover(source)
-        bundles = validate(selection)
+    def compose(source):  # type: ignore[no-untyped-def]
+        validated = validate(discover(source))
         returned = {}
         results = []
-        for out_name, plan, execute, _, _ in steps:
-            published, result = execute(selection, bundles, plan(selection, bundles))
-            returned[out_name] = published
-            results.append(result)
-        done = report(selection, results)
-        for _, _, _, check, check_outputs in steps:
-            checked = check(done)
-            if len(check_outputs) == 1:
-                checked = (checked,)
-            returned.update(zip(check_outputs.values(), checked, strict=True))
+        for out_name, step, check_outputs in steps:
+            handles = step(validated)
+            returned[out_name] = getattr(handles, ASSET_OUTPUT)
+            if upload:
+                results.append(getattr(handles, RESULT_OUTPUT))
+            else:
+                for output in check_outputs.values():
+                    returned[output] = getattr(handles, output)
+        if report is not None:
+            checked = report(validated, results)
+            for _, _, check_outputs in steps:
+                for output in check_outputs.values():
+                    returned[output] = getattr(checked, output)
         return returned
 
-    graph.__name__ = names.graph
+    compose.__name__ = graph.node
+    policy = dg.BackfillPolicy.multi_run(max_partitions_per_run=site.options.bundles_per_run) if partitions else None
     return dg.graph_multi_asset(
-        name=names.graph,
+        name=graph.node,
         outs=outs,
-        ins={"source": dg.AssetIn(key=dg.AssetKey(list(names.source_key)), dagster_type=dg.Nothing)},
-        can_subset=True,
+        ins={"source": dg.AssetIn(key=dg.AssetKey(list(source_key)), dagster_type=dg.Nothing)},
+        can_subset=not upload,
         check_specs=specs,
-        group_name=names.group,
-        config=_config_mapping(),
-    )(graph)
+        group_name=pnames.group,
+        config=_config_mapping(pipeline),
+        partitions_def=partitions,
+        backfill_policy=policy,
+    )(compose)
+
+
+def publish_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames) -> list[dg.AssetsDefinition]:
+    """The pipeline's destination assets: one graph-backed multi-asset per kind of destination."""
+    return [graph_assets(site, pipeline, pnames, graph) for graph in pnames.graphs]

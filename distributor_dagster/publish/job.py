@@ -41,13 +41,14 @@ def publish_job(pipeline: Pipeline, names: PipelineNames) -> UnresolvedAssetJobD
         selection=dg.AssetSelection.assets(*keys),
         description=f"Publish bundles of pipeline {pipeline.id} ({kind}) to "
         + ", ".join(d.id for d in pipeline.destinations)
-        + f": materializes the destination assets and evaluates their checks. Run config: "
-        f"ops.{names.graph}.config.",
+        + ": materializes the destination assets and evaluates their checks. Run config: "
+        + ", ".join(f"ops.{graph.node}.config" for graph in names.graphs) + ".",
         tags={"distributor/pipeline": pipeline.id},
         executor_def=PUBLISH_EXECUTOR,
     )
 
 
 def run_config(names: PipelineNames, **config: object) -> dict:
-    """The run config of ``publish_<p>`` (and of any run materializing the pipeline's destinations)."""
-    return {"ops": {names.graph: {"config": dict(config)}}}
+    """The run config of ``publish_<p>`` (and of any run materializing the pipeline's destinations):
+    the same values for each of its publish graphs."""
+    return {"ops": {graph.node: {"config": dict(config)} for graph in names.graphs}}

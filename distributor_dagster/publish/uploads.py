@@ -71,3 +71,22 @@ def mark_finished(
         clock=clock,
         redact=host_redactions(config),
     )
+
+
+def waiting(pipeline: Pipeline) -> list[staging.UploadRecord]:
+    """The uploads still waiting to be published (``accepted``), in admission order, whose staged
+    bundle is there."""
+    where = staging_path(pipeline)
+    records = staging.list_records(where, errors=[])
+    return [
+        record for record in records
+        if record.status == staging.ACCEPTED and record.pipeline_id == pipeline.id
+        and staging.bundle_dir(where, record.run_id).is_dir()
+    ]
+
+
+def fail(site_config: Config, pipeline: Pipeline, upload_run_id: str, dagster_run_id: str, error: str,
+         dry_run: bool, clock: Clock | None = None) -> None:
+    """Record a failed publication of an upload (never for dry runs, which leave the record alone)."""
+    if not dry_run:
+        mark_finished(site_config, pipeline, upload_run_id, dagster_run_id, error=error, clock=clock)

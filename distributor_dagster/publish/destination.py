@@ -1,0 +1,217 @@
+"""``publish_<d>``: one destination's step of a publish graph (issue 24 items 2–6).
+
+It plans every bundle the destination gets (without the lock), publishes it under the
+destination lock (which re-plans and records both actions when they differ, resolutions B1),
+turns the outcome into asset events (:mod:`.events`) and then evaluates the destination's checks
+on the paths the run targeted (:mod:`distributor_dagster.checks`). It claims the concurrency pool
+of its destination root, so a run of one destination (or one partition) holds that root only.
+
+A partitioned destination logs one event per bundle partition and one check evaluation per
+partition; an unpartitioned one yields its materialization (one per run) and check results as
+step outputs. The step fails, after recording everything, when a publication failed or a
+blocking check failed.
+
+(No ``from __future__ import annotations``: Dagster reads the input types from annotations.)
+"""
+
+import warnings
+
+import dagster as dg
+
+from distributor_core import paths as lp
+from distributor_core.app.publication import destination_bundles, execute_destination, plan_destination
+from distributor_core.app.report import ActionReport
+from distributor_core.app.run_options import DestinationPool
+from distributor_core.config import Destination, Pipeline
+from distributor_core.source import SourceBundle
+from distributor_dagster.checks import checked_paths, evaluate_paths, failed_blocking, run_partition_keys
+from distributor_dagster.describe import root_uri
+from distributor_dagster.names import DestinationNames, PipelineNames
+from distributor_dagster.partitions import bundle_key
+from distributor_dagster.publish.events import Provenance, destination_events, partition_events
+from distributor_dagster.publish.model import DestinationResult, Item, Validated, detached
+from distributor_dagster.publish.ops import open_item_source, tag_uploads
+from distributor_dagster.site import Site, holder, pool_name
+from distributor_dagster.versions import code_version, input_pointer
+
+PRIORITY_TAG = "dagster/priority"
+ASSET_OUTPUT = "published"
+RESULT_OUTPUT = "result"
+
+
+def _describe(item: Item, entry: ActionReport) -> str:
+    where = f"{item.label} -> {lp.display_path(entry.destination_path)}"
+    if not entry.failed:
+        return f"{where}: {entry.action} ({entry.reason})"
+    if entry.action is None or entry.error.startswith(f"{entry.action}:"):
+        return f"{where}: {entry.error}"
+    return f"{where}: {entry.action} failed: {entry.error}"
+
+
+def _priority(pipeline: Pipeline, destination: Destination) -> str:
+    # In-process steps run highest priority first: destination i before destination i + 1, so
+    # destinations sharing a root run in config order within a run (B1). The first destination
+    # keeps Dagster's default priority 0, the next ones go below it.
+    return str(-pipeline.destinations.index(destination))
+
+
+def publish_entries(
+    site: Site, pipeline: Pipeline, destination: Destination, validated: Validated, *, lock_holder: str
+) -> list[tuple[Item, ActionReport]]:
+    """Plan, then publish (or only plan, for a dry run), every valid bundle the destination gets."""
+    selection = validated.selection
+    by_source: dict[str | None, list] = {}
+    for valid in validated.valid:  # uploads each have their own staged source; bundles share one
+        by_source.setdefault(valid.item.source_root, []).append(valid)
+    entries: list[tuple[Item, ActionReport]] = []
+    with DestinationPool(site.environment(), dry_run=selection.dry_run) as pool:
+        for group in by_source.values():
+            items = {valid.item.bundle_path: valid.item for valid in group}
+            bundles = [SourceBundle(valid.item.bundle_path, valid.manifest) for valid in group]
+            # one upload per staged source: published as it is; bundles as the destination takes them
+            chosen = bundles if group[0].item.upload_run_id else destination_bundles(destination, bundles)
+            with open_item_source(site, pipeline, group[0].item, dry_run=selection.dry_run) as source:
+                for bundle in chosen:
+                    item = items[bundle.path]
+                    planned = plan_destination(
+                        pipeline, destination, source, [bundle], pool=pool,
+                        options=selection.run_options(destination.id, dry_run=True, clock=site.options.clock,
+                                                      holder=lock_holder),
+                    )
+                    if selection.dry_run:
+                        done = planned
+                    else:
+                        done = execute_destination(
+                            pipeline, destination, source, [bundle], pool=pool, planned=planned,
+                            options=selection.run_options(destination.id, dry_run=False, clock=site.options.clock,
+                                                          holder=lock_holder),
+                        )
+                    entries.extend((item, detached(entry)) for entry in done)
+    return entries
+
+
+def publish_op(
+    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames,
+    check_outputs: dict[str, str], *, with_result: bool,
+) -> dg.OpDefinition:
+    """The step of one destination; ``check_outputs`` maps each check name to its graph output
+    name; ``with_result`` adds the ``result`` output an upload graph's ``report`` step collects."""
+    asset_key = dg.AssetKey(list(names.asset_key))
+    uri = root_uri(destination.storage)
+    if names.partitioned:
+        input_key = dg.AssetKey(list(pnames.source_key))
+    else:
+        input_key = dg.AssetKey(list(pnames.newest_key or pnames.source_key))
+    outs = {ASSET_OUTPUT: dg.Out(dg.Nothing, is_required=False)}
+    if with_result:
+        outs[RESULT_OUTPUT] = dg.Out(DestinationResult, is_required=False)
+    outs.update({output: dg.Out(dg.Nothing, is_required=False) for output in check_outputs.values()})
+
+    @dg.op(
+        name=names.publish_op,
+        description=f"Publish to destination {destination.id} ({destination.backend}, {uri}) under its lock: plan, "
+        "re-plan under the lock, write (outputs first, state last); then evaluate its checks on the paths the "
+        "run targeted. Claims the concurrency pool of the destination root.",
+        pool=pool_name(destination.storage.root_key),
+        out=outs,
+        tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
+    )
+    def publish(context: dg.OpExecutionContext, validated: Validated):  # type: ignore[no-untyped-def]
+        selection = validated.selection
+        selected = context.selected_output_names
+        result = DestinationResult(destination.id)
+        publishing = selection.selects(destination.id) and ASSET_OUTPUT in selected
+        if publishing:
+            tag_uploads(context, selection)
+            step = holder(context.job_name, context.run_id, names.publish_node)
+            try:
+                entries = publish_entries(site, pipeline, destination, validated, lock_holder=step)
+                result = DestinationResult(destination.id, tuple(entries))
+            except Exception as exc:  # the destination fails; the other destinations go on
+                result = DestinationResult(destination.id, error=f"{pipeline.id}/{destination.id}: {exc}")
+                context.log.error(result.error)
+            if not validated.valid:
+                context.log.info("no valid bundle to publish")
+            yield from _events(context, names, asset_key, input_key, destination, selection.dry_run, uri, result,
+                               validated)
+        if with_result and RESULT_OUTPUT in selected:
+            yield dg.Output(result, RESULT_OUTPUT)
+        problems = yield from evaluate_checks(
+            context, site, pipeline, destination, names, check_outputs, validated, result if publishing else None
+        )
+        failures = [f"{item.label}: {entry.error}" for item, entry in result.entries if entry.failed]
+        if result.error:
+            failures.append(result.error)
+        if failures or problems:
+            raise dg.Failure(
+                description="; ".join(failures + [f"blocking check failed: {p}" for p in problems]),
+                metadata={"destination_id": destination.id, "destination_root": uri},
+            )
+
+    return publish
+
+
+def evaluate_checks(  # type: ignore[no-untyped-def]
+    context, site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames,
+    check_outputs: dict[str, str], validated: Validated, result: DestinationResult | None,
+):
+    """Evaluate the destination's selected checks on the paths the run targeted (``result``: what
+    it published; ``None``: a checks-only run) and yield or log them; returns the failed blocking
+    checks."""
+    selected = context.selected_output_names
+    if not any(output in selected for output in check_outputs.values()):
+        return []
+    asset_key = dg.AssetKey(list(names.asset_key))
+    uri = root_uri(destination.storage)
+    blocking = site.options.blocking_checks
+    if result is not None:
+        paths = [entry.destination_path for _, entry in result.entries]
+        if names.partitioned:  # the targeted partitions that had nothing to publish too
+            paths += [item.bundle_path for item, _ in validated.invalid]
+        elif not paths:
+            paths = checked_paths(context, asset_key, False)
+    else:
+        paths = checked_paths(context, asset_key, names.partitioned)
+    results = evaluate_paths(site, pipeline, destination, paths, uri, context.log)
+    if not results:
+        context.log.info(f"{destination.id}: nothing to check, the asset has no materialization yet")
+    # a step output where Dagster planned one (an unpartitioned asset, or the one partition of the
+    # run), a logged evaluation per partition otherwise
+    single = run_partition_keys(context) if names.partitioned else None
+    for path, by_name in results.items():
+        as_output = not names.partitioned or single == [bundle_key(path)]
+        for name, outcome in by_name.items():
+            if check_outputs.get(name) not in selected:
+                continue
+            if as_output:
+                yield outcome.result(asset_key)
+            else:
+                context.log_event(outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking))
+    return failed_blocking(results, blocking)
+
+
+def _events(context, names, asset_key, input_key, destination, dry_run, uri, result, validated):  # type: ignore[no-untyped-def]
+    for item, entry in result.entries:
+        if entry.planned_action is not None:
+            context.log.warning(
+                f"{item.label}: planned {entry.planned_action}, executed {entry.action or 'nothing'} "
+                "after re-planning under the lock"
+            )
+        (context.log.error if entry.failed else context.log.info)(("dry run: " if dry_run else "") +
+                                                                  _describe(item, entry))
+    manifests = {valid.item.key: valid.manifest for valid in validated.valid}
+
+    def pointer(partition: str | None, digest: str) -> int | None:
+        return input_pointer(context.instance, input_key, partition, digest)
+
+    provenance = Provenance(code_version(destination), input_key, pointer)
+    build = partition_events if names.partitioned else destination_events
+    events = build(list(result.entries), manifests, asset_key=asset_key, provenance=provenance, dry_run=dry_run,
+                   root_uri=uri)
+    for event in events.logged:
+        context.log_event(event)
+    if events.final is not None:
+        metadata, data_version, tags = events.final
+        with warnings.catch_warnings():  # Output's data_version is marked beta
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            yield dg.Output(None, ASSET_OUTPUT, metadata=metadata, data_version=data_version, tags=tags)
