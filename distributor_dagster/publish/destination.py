@@ -156,19 +156,20 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     check_outputs: dict[str, str], validated: Validated, result: DestinationResult | None,
 ):
     """Evaluate the destination's selected checks on the paths the run targeted (``result``: what
-    it published; ``None``: a checks-only run) and yield or log them; returns the failed blocking
-    checks."""
+    it published; ``None``: a checks-only run; a dry run looks where a checks-only run looks) and
+    yield or log them; returns the failed blocking checks."""
     selected = context.selected_output_names
     if not any(output in selected for output in check_outputs.values()):
         return []
     asset_key = dg.AssetKey(list(names.asset_key))
     uri = root_uri(destination.storage)
     blocking = site.options.blocking_checks
-    if result is not None:
+    dry_run = validated.selection.dry_run
+    if result is not None and not dry_run:
+        # the paths the run published to (or was refused at); an invalid bundle is the source's
+        # problem, so its destination paths keep the results they have
         paths = [entry.destination_path for _, entry in result.entries]
-        if names.partitioned:  # the targeted partitions that had nothing to publish too
-            paths += [item.bundle_path for item, _ in validated.invalid]
-        elif not paths:
+        if not paths and not names.partitioned:
             paths = checked_paths(context, asset_key, False)
     else:
         paths = checked_paths(context, asset_key, names.partitioned)
@@ -185,9 +186,10 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
                 continue
             if as_output:
                 yield outcome.result(asset_key)
-            else:
-                context.log_event(outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking))
-    return failed_blocking(results, blocking)
+            else:  # yielded, not logged: logged events not followed by a yield are lost if the step fails
+                yield outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking)
+    # a dry run wrote nothing: its checks describe the destination as it is and block nothing
+    return [] if dry_run else failed_blocking(results, blocking)
 
 
 def _events(context, names, asset_key, input_key, destination, dry_run, uri, result, validated):  # type: ignore[no-untyped-def]
@@ -208,8 +210,7 @@ def _events(context, names, asset_key, input_key, destination, dry_run, uri, res
     build = partition_events if names.partitioned else destination_events
     events = build(list(result.entries), manifests, asset_key=asset_key, provenance=provenance, dry_run=dry_run,
                    root_uri=uri)
-    for event in events.logged:
-        context.log_event(event)
+    yield from events.logged  # yielded: logged events not followed by a yield are lost if the step fails
     if events.final is not None:
         metadata, data_version, tags = events.final
         with warnings.catch_warnings():  # Output's data_version is marked beta

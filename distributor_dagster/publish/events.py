@@ -132,7 +132,7 @@ class Provenance:
 
 @dataclass
 class AssetEvents:
-    """The events of one destination step: ``logged`` go through ``context.log_event``; ``final``
+    """The events of one destination step: ``logged`` are yielded by the step as they are; ``final``
     (metadata, data version, tags) becomes the step's asset output (unpartitioned destinations)."""
 
     logged: list[dg.AssetMaterialization | dg.AssetObservation] = field(default_factory=list)

@@ -67,10 +67,13 @@ def _targets(
     context: dg.OpExecutionContext, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames,
     config: PublishConfig,
 ) -> list[Destination]:
-    """The selected destination assets of this graph, restricted by ``destination``, with the B3 rule."""
-    selected = context.selected_asset_keys
+    """This graph's share of the run's targets: the pipeline's destination assets the run selects
+    (in any of its graphs), restricted by ``destination``, with the B3 rule applied to the whole
+    run (``force``/``republish`` need exactly one destination in the run, not in this graph)."""
+    selected = set(context.run.asset_selection or context.job_def.asset_layer.executable_asset_keys)
+    selected |= set(context.selected_asset_keys)
     chosen = [
-        d for d in graph.destination_ids if dg.AssetKey(list(pnames.destination(d).asset_key)) in selected
+        d.id for d in pipeline.destinations if dg.AssetKey(list(pnames.destination(d.id).asset_key)) in selected
     ]
     try:
         if config.destination is not None:
@@ -80,11 +83,16 @@ def _targets(
                     f"destination {config.destination} is not among the destination assets selected for this run"
                 )
             chosen = [config.destination]
-        return select_targets(pipeline, chosen, force=config.force, republish=config.republish)
+        targets = select_targets(pipeline, chosen, force=config.force, republish=config.republish)
     except ConfigLookupError as exc:
         raise dg.Failure(str(exc)) from None
     except TargetError as exc:
         raise dg.Failure(exc.describe(exc.flag, TARGET_HINT)) from None
+    mine = set(graph.destination_ids) & {
+        d for d in graph.destination_ids if dg.AssetKey(list(pnames.destination(d).asset_key))
+        in context.selected_asset_keys
+    }
+    return [target for target in targets if target.id in mine]
 
 
 def _bundle_items(
@@ -201,13 +209,15 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
 
     @dg.op(
         name=graph.op("validate"),
+        out=dg.Out(Validated),
         description="Validate every bundle of the run (manifest rules, each file's size and sha256). A bundle "
         f"that fails is the source's problem: the source check {SOURCE_CHECK} fails for it, naming the file "
         "and both digests, and no destination sees it.",
     )
-    def validate(context: dg.OpExecutionContext, selection: Selection) -> Validated:
+    def validate(context: dg.OpExecutionContext, selection: Selection):  # type: ignore[no-untyped-def]
         if not selection.destinations:
-            return Validated(selection)
+            yield dg.Output(Validated(selection))
+            return
         valid: list[Valid] = []
         invalid: list[tuple[Item, str]] = []
         options = RunOptions(dry_run=selection.dry_run)
@@ -240,11 +250,11 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             if pnames.partitioned and key_problem(item.bundle_path) is not None:
                 continue  # no partition to report it on (discover said why)
             partition = bundle_key(item.bundle_path) if pnames.partitioned else None
-            context.log_event(outcome.evaluation(source_key, partition, blocking=False))
+            yield outcome.evaluation(source_key, partition, blocking=False)  # kept even if a later item fails
         if invalid:
             context.log.warning(
                 f"{len(invalid)} invalid bundle(s) are left out; the source check {SOURCE_CHECK} names them"
             )
-        return Validated(selection, tuple(valid), tuple(invalid))
+        yield dg.Output(Validated(selection, tuple(valid), tuple(invalid)))
 
     return validate

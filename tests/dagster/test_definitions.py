@@ -37,13 +37,29 @@ def expected_names(config_path: Path) -> dict[str, set]:
         jobs.add(f"publish_{p}")
         groups.add(p)
         assets.add((p,))  # the source asset
+        checks.add(((p,), "bundle_valid"))  # the source's check
         sensors.add(f"uploads_{p}" if pipeline.is_upload else f"watch_{p}")
+        modes = {d.path_mapping.mode == "fixed" or pipeline.is_upload for d in pipeline.destinations}
+        if modes == {True, False}:  # per-bundle and fixed destinations: the newest bundle view
+            assets.add((p, "newest"))
         for destination in pipeline.destinations:
             d = sanitize(destination.id)
             jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}", f"audit_{p}__{d}"}
             assets.add((p, d))
             checks |= {((p, d), name) for name in CHECKS}
     return {"jobs": jobs, "sensors": sensors, "assets": assets, "groups": groups, "checks": checks}
+
+
+def partitioned_keys(config_path: Path) -> set[tuple[str, ...]]:
+    """Issue 24: a source with per-bundle destinations, and those destinations, are partitioned."""
+    keys = set()
+    for pipeline in load_config(config_path).pipelines:
+        p = sanitize(pipeline.id)
+        per_bundle = [d for d in pipeline.destinations if d.path_mapping.mode != "fixed" and not pipeline.is_upload]
+        if per_bundle:
+            keys.add((p,))
+        keys |= {(p, sanitize(d.id)) for d in per_bundle}
+    return keys
 
 
 def actual_names(defs: dg.Definitions) -> dict[str, set]:
@@ -63,6 +79,9 @@ def test_every_example_loads_with_the_specified_names(path: Path) -> None:
     defs = build_definitions(path)
     dg.Definitions.validate_loadable(defs)
     assert actual_names(defs) == expected_names(path)
+    graph = defs.resolve_asset_graph()
+    partitioned = {tuple(key.path) for key in graph.get_all_asset_keys() if graph.get(key).is_partitioned}
+    assert partitioned == partitioned_keys(path)
 
 
 def test_names_of_the_local_publish_example_exactly() -> None:
@@ -81,7 +100,7 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     (node,) = job.graph.nodes
     assert node.name == "example_source_bundle"
     assert [n.name for n in node.definition.nodes_in_topological_order] == [
-        "discover", "validate", "plan_local_archive", "execute_local_archive", "report", "check_local_archive"
+        "discover", "validate", "publish_local_archive"
     ]
     prune = defs.resolve_job_def("prune_example_source_bundle__local_archive")
     assert [node.name for node in prune.graph.nodes_in_topological_order] == ["load_state", "plan_prune", "apply_prune"]
@@ -104,18 +123,60 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     graph = defs.resolve_asset_graph()
     assert graph.get(spec.key).is_materializable and graph.get(source.key).is_observable
     assert graph.get(spec.key).code_version.startswith("0.1.0-")
+    # a partition per bundle, the same partitions for the source (identity mapping)
+    partitions = graph.get(spec.key).partitions_def
+    assert isinstance(partitions, dg.DynamicPartitionsDefinition)
+    assert partitions.name == "example_source_bundle__bundles"
+    assert graph.get(source.key).partitions_def == partitions
+    assert graph.get(spec.key).backfill_policy == dg.BackfillPolicy.multi_run(100)
+
+
+def test_a_mixed_pipeline_gets_a_newest_bundle_view_upstream_of_its_fixed_destination() -> None:
+    """Issue 24 item 2: a fixed destination stays unpartitioned and is compared with the newest
+    bundle, the one it would take; per-bundle destinations hang off the partitioned source."""
+    defs = build_definitions(REPO / "examples" / "archive-and-latest.yml")
+    graph = defs.resolve_asset_graph()
+    p = "example_archive_and_latest"
+    source, newest = dg.AssetKey([p]), dg.AssetKey([p, "newest"])
+    archive, latest = dg.AssetKey([p, "archive"]), dg.AssetKey([p, "latest"])
+    assert graph.get(source).is_partitioned and graph.get(archive).is_partitioned
+    assert not graph.get(newest).is_partitioned and not graph.get(latest).is_partitioned
+    assert graph.get(archive).parent_keys == {source}
+    assert graph.get(latest).parent_keys == {newest}
+    assert graph.get(newest).parent_keys == {source} and graph.get(newest).is_observable
+    job = defs.resolve_job_def(f"publish_{p}")
+    assert {node.name for node in job.graph.nodes} == {p, f"{p}__newest"}
+
+
+def test_a_destination_named_like_the_newest_view_collides(tmp_path: Path) -> None:
+    config = write_config(tmp_path, """\
+pipelines:
+  - id: p
+    source: {backend: local, path: source}
+    destinations:
+      - {id: archive, backend: local, path: out/archive}
+      - {id: newest, backend: local, path: out/newest, path_mapping: {mode: fixed}}
+""")
+    with pytest.raises(NameCollisionError, match="pipeline p and pipeline p destination newest both map to the "
+                                                  "Dagster asset name 'p/newest'"):
+        build_definitions(config)
 
 
 def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> None:
-    """Every run config field is optional (so "Execute checks" needs no config); a run that
-    publishes an upload pipeline without ``upload_run_id`` fails in discover (test_upload_sensor)."""
+    """Every run config field is optional (so "Execute checks" and Materialize need no config;
+    without ``upload_run_id`` a run publishes the uploads still waiting, test_upload_sensor), and
+    only the fields that apply are offered: uploads take ``upload_run_id``, sources ``bundle_path``."""
     defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
     assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
     job = defs.resolve_job_def("publish_example_http_upload")
     ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
     config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"bundle_path", "destination", "upload_run_id", "dry_run", "force", "republish"}
+    assert set(config_fields) == {"destination", "upload_run_id", "dry_run", "force", "republish"}
     assert not any(field.is_required for field in config_fields.values())
+    local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")
+    ops = local.run_config_schema.config_type.fields["ops"].config_type.fields
+    config_fields = ops["example_source_bundle"].config_type.fields["config"].config_type.fields
+    assert set(config_fields) == {"destination", "bundle_path", "dry_run", "force", "republish"}
 
 
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:

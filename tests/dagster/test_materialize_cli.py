@@ -1,7 +1,8 @@
 """Publishing by materializing destination assets from the command line, as a data team does
-(issue 12): ``dagster asset materialize --select`` and ``dg launch --assets`` publish exactly the
-selected destination of a two-destination pipeline, evaluate its checks in the same run and record
-the bundle digest as data version; an unchanged re-run writes nothing."""
+(issues 12, 24): ``dagster asset materialize --select <key> --partition <bundle path>`` and
+``dg launch --assets ... --partition ...`` publish exactly that bundle to exactly the selected
+destination of a two-destination pipeline (only that destination's steps run), evaluate its checks
+in the same run and record the bundle digest as data version; an unchanged re-run writes nothing."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        # what the watch sensor's first tick does (test_watch_sensor): the bundle becomes a partition
+        instance.add_dynamic_partitions("reports_daily__bundles", [ROOT])
     return home
 
 
@@ -50,9 +54,13 @@ def launch(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env, cwd=home.parent, timeout=600, check=False)
 
 
-def materialize(home: Path, selection: str) -> subprocess.CompletedProcess[str]:
+#: the example bundle sits at the source root: its partition key is "."
+ROOT = "."
+
+
+def materialize(home: Path, selection: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return launch(home, str(BIN / "dagster"), "asset", "materialize", "--select", selection,
-                  "-m", "distributor_dagster.definitions")
+                  "--partition", ROOT, "-m", "distributor_dagster.definitions", *extra)
 
 
 def only_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
@@ -73,9 +81,14 @@ def assert_published_only_archive(home: Path) -> None:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         run = only_run(instance)
         assert run.tags["distributor/pipeline"] == "reports.daily"
+        assert run.tags["dagster/partition"] == ROOT
+        # the site's step is not even in the run: a one-destination run is a subset (issue 24 item 6)
+        started = {e.step_key for e in run_events(instance, run.run_id, dg.DagsterEventType.STEP_START)}
+        assert started == {"reports_daily.discover", "reports_daily.validate", "reports_daily.publish_archive"}
         (materialization,) = instance.fetch_materializations(ARCHIVE, limit=10).records
         assert materialization.run_id == run.run_id
         event = materialization.asset_materialization
+        assert event.partition == ROOT
         assert event.tags["dagster/data_version"] == digest
         assert event.tags["dagster/input_data_version/reports_daily"] == digest
         assert event.metadata["source_digest"].value == digest
@@ -88,10 +101,11 @@ def assert_published_only_archive(home: Path) -> None:
         }
         assert evaluated == {
             (ARCHIVE, "state_valid"): True, (ARCHIVE, "managed_outputs_present"): True,
-            (ARCHIVE, "no_unmanaged_content"): True,
+            (ARCHIVE, "no_unmanaged_content"): True, (dg.AssetKey(["reports_daily"]), "bundle_valid"): True,
         }
         observed = instance.fetch_observations(dg.AssetKey(["reports_daily"]), limit=10).records
-        assert [o.asset_observation.tags["dagster/data_version"] for o in observed] == [digest]
+        assert [(o.asset_observation.partition, o.asset_observation.tags["dagster/data_version"])
+                for o in observed] == [(ROOT, digest)]
 
 
 def tree_stat(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -109,20 +123,21 @@ def test_dagster_asset_materialize_publishes_only_the_selected_destination(home:
     assert done.returncode == 0, done.stdout + done.stderr
     assert_published_only_archive(home)
 
-    # an unchanged re-run writes nothing: same files, same inodes and times (no lock left), a skip observation
+    # an unchanged re-run writes nothing: same files, same inodes and times (no lock left); the
+    # partition it targeted is materialized again with the same data version (a skip_same)
     before = tree_stat(home.parent / "out")
     again = materialize(home, "reports_daily/archive")
     assert again.returncode == 0, again.stdout + again.stderr
     assert tree_stat(home.parent / "out") == before
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert len(instance.fetch_materializations(ARCHIVE, limit=10).records) == 1
-        (skip,) = instance.fetch_observations(ARCHIVE, limit=10).records
-        assert skip.asset_observation.metadata["action"].value == "skip_same"
-        assert skip.asset_observation.tags["dagster/data_version"] == load_manifest(home.parent / "source").digest
+        skip, first = (r.asset_materialization for r in instance.fetch_materializations(ARCHIVE, limit=10).records)
+        assert skip.metadata["action"].value == "skip_same" and skip.metadata["bytes_written"].value == 0
+        assert skip.tags["dagster/data_version"] == first.tags["dagster/data_version"]
+        assert skip.tags["dagster/data_version"] == load_manifest(home.parent / "source").digest
 
 
 def test_dg_launch_assets_publishes_only_the_selected_destination(home: Path) -> None:
-    done = launch(home, str(BIN / "dg"), "launch", "--assets", "reports_daily/archive",
+    done = launch(home, str(BIN / "dg"), "launch", "--assets", "reports_daily/archive", "--partition", ROOT,
                   "-m", "distributor_dagster.definitions")
     assert done.returncode == 0, done.stdout + done.stderr
     assert_published_only_archive(home)
@@ -132,14 +147,11 @@ def test_materialize_takes_the_publication_run_config(home: Path) -> None:
     """``force``/``republish`` on one selected asset need no ``destination``; on two they are refused."""
     assert materialize(home, "reports_daily/archive").returncode == 0
     republish = '{"ops": {"reports_daily": {"config": {"republish": true}}}}'
-    both = launch(home, str(BIN / "dagster"), "asset", "materialize", "--select",
-                  "reports_daily/archive,reports_daily/site", "-m", "distributor_dagster.definitions",
-                  "--config-json", republish)
+    both = materialize(home, "reports_daily/archive,reports_daily/site", "--config-json", republish)
     assert both.returncode != 0
     assert "republish requires a run that targets exactly one destination" in both.stdout + both.stderr
     assert not (home.parent / "out" / "site").exists()
-    one = launch(home, str(BIN / "dagster"), "asset", "materialize", "--select", "reports_daily/archive",
-                 "-m", "distributor_dagster.definitions", "--config-json", republish)
+    one = materialize(home, "reports_daily/archive", "--config-json", republish)
     assert one.returncode == 0, one.stdout + one.stderr
     with dg.DagsterInstance.from_config(str(home)) as instance:
         latest = instance.fetch_materializations(ARCHIVE, limit=1).records[0].asset_materialization

@@ -1,6 +1,7 @@
 """``publish_<pipeline>`` (the asset job of a pipeline's destination assets) executed in process:
-same bytes as ``distributor run``, asset events with data versions (resolutions E2, issue 12),
-independent destinations, validation before any write, selectors (E1, B3), asset subsets."""
+same bytes as ``distributor run``, asset events with data versions per bundle partition
+(resolutions E2, issues 12 and 24), independent destinations, an invalid bundle failing only the
+source's check, selectors (E1, B3), the write steps' pools."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from distributor_core.config import Environment, load_config
 from distributor_core.source import SourceBundle
 from distributor_core.storage.local import LocalStorage
 from distributor_dagster import build_definitions
-from distributor_dagster.publish.events import asset_events
+from distributor_dagster.publish.events import Provenance, partition_events
+from distributor_dagster.publish.model import Item
 from tests.dagster.conftest import (
     FROZEN,
     copy_example_bundle,
@@ -85,19 +87,27 @@ def without_times(data: bytes) -> object:
 
 
 GRAPH = "reports_daily"
+#: the graph of the fixed destination ``latest`` (the pipeline also has per-bundle destinations)
+NEWEST_GRAPH = "reports_daily__newest"
+SOURCE = dg.AssetKey([GRAPH])
 
 
-def step(name: str) -> str:
-    return f"{GRAPH}.{name}"
+def step(name: str, graph: str = GRAPH) -> str:
+    return f"{graph}.{name}"
 
 
 def cfg(**config: object) -> dict:
-    """Run config of the publication: ``ops.<pipeline graph>.config``."""
-    return {"ops": {GRAPH: {"config": config}}}
+    """Run config of the publication: ``ops.<graph>.config`` for each of the pipeline's graphs."""
+    return {"ops": {GRAPH: {"config": config}, NEWEST_GRAPH: {"config": config}}}
+
+
+def check_evaluations(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+    return [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
 
 
 def destination_observations(result: dg.ExecuteInProcessResult) -> list[dg.AssetObservation]:
-    return [o for o in observations(result) if len(o.asset_key.path) == 2]
+    """Observations of destination assets (not of the source or its newest bundle view)."""
+    return [o for o in observations(result) if len(o.asset_key.path) == 2 and o.asset_key.path[-1] != "newest"]
 
 
 def publish(config: Path, run_config: dict | None = None, **options: object) -> dg.ExecuteInProcessResult:
@@ -162,9 +172,18 @@ def test_dagster_job_execute_writes_what_distributor_run_writes_and_an_unchanged
     assert stats() == before
     with dg.DagsterInstance.from_config(str(home)) as instance:
         archive = dg.AssetKey([GRAPH, "archive"])
-        assert len(instance.fetch_materializations(archive, limit=10).records) == 2  # both bundles, first run
-        skips = instance.fetch_observations(archive, limit=10).records
-        assert sorted(o.asset_observation.metadata["action"].value for o in skips) == ["skip_same", "skip_same"]
+        # both bundles are partitions; the second run found them published: the same data versions again
+        events = [r.asset_materialization for r in instance.fetch_materializations(archive, limit=10).records]
+        assert sorted((e.partition, e.metadata["action"].value) for e in events) == [
+            ("2026-06-07", "publish_new"), ("2026-06-07", "skip_same"),
+            ("2026-06-08", "publish_new"), ("2026-06-08", "skip_same"),
+        ]
+        assert instance.get_materialized_partitions(archive) == {"2026-06-07", "2026-06-08"}
+        # the fixed destination is materialized once (the newest bundle); the re-run is an observation
+        latest = dg.AssetKey([GRAPH, "latest"])
+        assert len(instance.fetch_materializations(latest, limit=10).records) == 1
+        (skip,) = instance.fetch_observations(latest, limit=10).records
+        assert skip.asset_observation.metadata["action"].value == "skip_same"
 
 
 def test_publish_job_state_is_byte_identical_to_the_library_run_with_the_same_clock(
@@ -188,6 +207,14 @@ def test_materialization_carries_the_publication(tmp_path: Path, source: Path) -
     assert keys == ["reports_daily/archive"] * 2 + ["reports_daily/html_site"] * 2 + ["reports_daily/latest"]
     site = [e for e in events if e.asset_key.path[-1] == "html_site" and meta(e, "source_bundle_path") == "2026-06-08"]
     (event,) = site
+    assert event.partition == "2026-06-08"
+    digest = load_manifest(tmp_path / "source" / "2026-06-08").digest
+    assert event.tags["dagster/data_version"] == digest
+    assert event.tags["dagster/input_data_version/reports_daily"] == digest
+    assert event.tags["dagster/code_version"].startswith("0.1.0-")
+    (latest,) = [e for e in events if e.asset_key.path[-1] == "latest"]
+    assert latest.partition is None and meta(latest, "source_bundle_path") == "2026-06-08"
+    assert latest.tags["dagster/input_data_version/reports_daily/newest"] == digest
     assert meta(event, "action") == "publish_new"
     assert meta(event, "reason") == "destination state is absent"
     assert meta(event, "dry_run") is False
@@ -210,7 +237,9 @@ def test_materialization_carries_the_publication(tmp_path: Path, source: Path) -
     assert destination_observations(result) == []
 
 
-def test_skips_and_dry_runs_are_observations_with_the_same_metadata(tmp_path: Path, source: Path) -> None:
+def test_dry_runs_are_observations_and_an_unchanged_rerun_keeps_every_data_version(
+    tmp_path: Path, source: Path
+) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
     dry = publish(config, cfg(dry_run=True))
     assert dry.success
@@ -222,14 +251,22 @@ def test_skips_and_dry_runs_are_observations_with_the_same_metadata(tmp_path: Pa
     assert all(meta(e, "dry_run") is True and meta(e, "status") == "planned" for e in planned)
     assert all(meta(e, "outputs_count") > 0 for e in planned)
 
-    assert publish(config).success
+    first = publish(config)
+    assert first.success
     again = publish(config)
     assert again.success
-    assert materializations(again) == []
-    skipped = destination_observations(again)
-    assert len(skipped) == 5
-    assert {meta(e, "action") for e in skipped} == {"skip_same"}
-    assert all(meta(e, "status") == "skipped" and meta(e, "bytes_written") == 0 for e in skipped)
+    # the partitions the run targeted hold their bundles: materialized again with the same data
+    # version and nothing written; the fixed destination's skip stays an observation (E2)
+    versions = {(e.asset_key, e.partition): e.tags["dagster/data_version"] for e in materializations(first)}
+    repeated = materializations(again)
+    assert len(repeated) == 4
+    assert {(e.asset_key, e.partition): e.tags["dagster/data_version"] for e in repeated} == {
+        key: value for key, value in versions.items() if key[1] is not None
+    }
+    assert all(meta(e, "action") == "skip_same" and meta(e, "bytes_written") == 0 for e in repeated)
+    (skipped,) = destination_observations(again)
+    assert skipped.asset_key.path[-1] == "latest" and meta(skipped, "action") == "skip_same"
+    assert skipped.tags["dagster/data_version"] == versions[(dg.AssetKey([GRAPH, "latest"]), None)]
 
 
 def test_a_failing_destination_fails_its_own_step_and_the_others_still_publish(tmp_path: Path, source: Path) -> None:
@@ -241,10 +278,9 @@ def test_a_failing_destination_fails_its_own_step_and_the_others_still_publish(t
     result = publish(config)
     assert not result.success
     failed = {e.step_key for e in events_of(result, "STEP_FAILURE")}
-    assert failed == {step("execute_archive")}
+    assert failed == {step("publish_archive")}
     succeeded = {e.step_key for e in events_of(result, "STEP_SUCCESS")}
-    assert {step(n) for n in ("plan_archive", "plan_html_site", "execute_html_site", "plan_latest",
-                              "execute_latest")} <= succeeded
+    assert {step("publish_html_site"), step("publish_latest", NEWEST_GRAPH)} <= succeeded
     # the other bundle of the failing destination is still published, like the CLI
     assert (tmp_path / "out" / "archive" / "2026-06-08" / ".distributor.json").is_file()
     assert unmanaged.read_text() == "not published by distributor\n"
@@ -253,20 +289,53 @@ def test_a_failing_destination_fails_its_own_step_and_the_others_still_publish(t
     assert meta(failure, "action") == "fail_unmanaged"
     assert meta(failure, "source_bundle_path") == "2026-06-07"
     assert meta(failure, "error") == "fail_unmanaged: destination has content but no distributor state"
+    assert failure.partition == "2026-06-07"
     assert (tmp_path / "out" / "site" / "2026-06-07" / "report.html").is_file()
+    # the checks of the refused partition do not vouch for it (issue 24 item 5)
+    archive = dg.AssetKey([GRAPH, "archive"])
+    refused = {e.check_name: e for e in check_evaluations(result)
+               if e.asset_key == archive and e.partition == "2026-06-07"}
+    assert {name: e.passed for name, e in refused.items()} == {
+        "state_valid": False, "managed_outputs_present": False, "no_unmanaged_content": False,
+    }
+    rows = refused["no_unmanaged_content"].metadata["unmanaged_entries"].value.records
+    assert [row.data["path"] for row in rows] == ["report.md"]
+    assert "report.md" in refused["no_unmanaged_content"].description
+    published = {e.check_name: e.passed for e in check_evaluations(result)
+                 if e.asset_key == archive and e.partition == "2026-06-08"}
+    assert published == {"state_valid": True, "managed_outputs_present": True, "no_unmanaged_content": True}
 
 
-def test_an_invalid_bundle_fails_validate_before_any_destination_is_touched(tmp_path: Path, source: Path) -> None:
+def test_an_invalid_bundle_fails_only_its_source_check_and_the_valid_ones_publish(
+    tmp_path: Path, source: Path
+) -> None:
+    """Issue 24 item 4: a bundle that fails validation is the source's problem. The source check
+    names the file and both digests for that partition; no destination step fails and nothing of
+    that bundle is written; the other bundle is published as usual."""
     config = write_config(tmp_path, CONFIG.format(out="out"))
+    manifest = load_manifest(source / "2026-06-08")
     (source / "2026-06-08" / "report.md").write_text("# changed after the manifest\n")
     result = publish(config)
-    assert not result.success
-    assert [e.step_key for e in events_of(result, "STEP_FAILURE")] == [step("validate")]
-    started = {e.step_key for e in events_of(result, "STEP_START")}
-    assert started == {step("discover"), step("validate")}
-    failure = events_of(result, "STEP_FAILURE")[0].event_specific_data.error
-    assert "invalid source bundle 2026-06-08" in failure.message
-    assert not (tmp_path / "out").exists()
+    assert result.success
+    assert events_of(result, "STEP_FAILURE") == []
+    # validated once for the per-bundle destinations, once as the newest bundle for the fixed one
+    failed = [e for e in check_evaluations(result) if e.asset_key == SOURCE and not e.passed]
+    assert {(e.check_name, e.partition) for e in failed} == {("bundle_valid", "2026-06-08")}
+    bad = failed[0]
+    expected = next(f.sha256 for f in manifest.files if f.path == "report.md")
+    assert bad.metadata["file"].value == "report.md"
+    assert bad.metadata["expected"].value == expected
+    assert bad.metadata["actual"].value not in ("", expected)
+    assert "report.md" in bad.description and expected in bad.description
+    good = [e for e in check_evaluations(result) if e.asset_key == SOURCE and e.passed]
+    assert {e.partition for e in good} == {"2026-06-07"}
+    assert not (tmp_path / "out" / "archive" / "2026-06-08").exists()
+    assert (tmp_path / "out" / "archive" / "2026-06-07" / ".distributor.json").is_file()
+    assert {(e.asset_key.path[-1], e.partition) for e in materializations(result)} == {
+        ("archive", "2026-06-07"), ("html_site", "2026-06-07"),
+    }
+    # the fixed destination would take the newest bundle, the invalid one: it publishes nothing
+    assert not (tmp_path / "out" / "latest").exists()
 
 
 def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
@@ -278,8 +347,7 @@ def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
     # the other destinations' steps run (no step skips, see PUBLISH_EXECUTOR) but publish nothing
     assert events_of(result, "STEP_SKIPPED") == []
     assert {meta(e, "destination_id") for e in destination_observations(result)} <= {"html-site"}
-    report = result.output_for_node(step("report"))
-    assert [(a["destination_id"], a["bundle_path"]) for a in report["actions"]] == [("html-site", "2026-06-07")]
+    assert [(meta(e, "destination_id"), e.partition) for e in materializations(result)] == [("html-site", "2026-06-07")]
 
 
 def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source: Path) -> None:
@@ -332,20 +400,20 @@ def test_execute_steps_sharing_a_root_share_a_pool_and_run_in_config_order(tmp_p
     config = write_config(tmp_path, SHARED)
     job = build_definitions(config).resolve_job_def("publish_site")
     graph = job.graph.node_named("site").definition
-    nodes = ("execute_copy", "execute_other", "execute_html")
+    nodes = ("publish_copy", "publish_other", "publish_html")
     pools = {node: graph.node_named(node).definition.pool for node in nodes}
-    assert pools["execute_copy"] == pools["execute_html"] == f"distributor/local:{tmp_path / 'out' / 'root'}"
-    assert pools["execute_other"] == f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
-    assert graph.node_named("plan_copy").definition.pool is None
+    assert pools["publish_copy"] == pools["publish_html"] == f"distributor/local:{tmp_path / 'out' / 'root'}"
+    assert pools["publish_other"] == f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
+    assert graph.node_named("discover").definition.pool is None
 
     result = job.execute_in_process(raise_on_error=False)
     assert result.success
     order = [(e.event_type_value, e.step_key) for e in result.all_events
-             if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("site.execute_")]
+             if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("site.publish_")]
     assert order == [
-        ("STEP_START", "site.execute_copy"), ("STEP_SUCCESS", "site.execute_copy"),
-        ("STEP_START", "site.execute_other"), ("STEP_SUCCESS", "site.execute_other"),
-        ("STEP_START", "site.execute_html"), ("STEP_SUCCESS", "site.execute_html"),
+        ("STEP_START", "site.publish_copy"), ("STEP_SUCCESS", "site.publish_copy"),
+        ("STEP_START", "site.publish_other"), ("STEP_SUCCESS", "site.publish_other"),
+        ("STEP_START", "site.publish_html"), ("STEP_SUCCESS", "site.publish_html"),
     ]
     state = json.loads((tmp_path / "out" / "root" / ".distributor.json").read_text())
     assert {o["destination_id"] for o in state["owners"]} == {"copy", "html"}
@@ -381,12 +449,17 @@ def test_execute_records_both_actions_when_the_plan_changed_before_the_lock(tmp_
             pipeline, destination, source, bundles, pool=pool, options=RunOptions(), planned=planned
         )
     assert (entry.action, entry.planned_action) == ("skip_same", "publish_new")
-    events = asset_events(
-        [entry], {"": bundles[0].manifest}, asset_key=dg.AssetKey(["p", "d"]), source_key=dg.AssetKey(["p"]),
-        dry_run=False, root_uri=(tmp_path / "out").as_uri(),
+    digest = bundles[0].manifest.digest
+    provenance = Provenance("v1", dg.AssetKey(["p"]), lambda partition, digest: 7)
+    events = partition_events(
+        [(Item(""), entry)], {"": bundles[0].manifest}, asset_key=dg.AssetKey(["p", "d"]),
+        provenance=provenance, dry_run=False, root_uri=(tmp_path / "out").as_uri(),
     )
     (event,) = events.logged
-    assert events.final is None and isinstance(event, dg.AssetObservation)
+    assert events.final is None and isinstance(event, dg.AssetMaterialization)
     assert meta(event, "action") == "skip_same" and meta(event, "planned_action") == "publish_new"
-    # the destination still holds the bundle: the observation keeps its data version
-    assert event.tags["dagster/data_version"] == bundles[0].manifest.digest
+    # the partition holds the bundle: its data version, and the source partition it answers
+    assert event.partition == "."
+    assert event.tags["dagster/data_version"] == digest
+    assert event.tags["dagster/input_data_version/p"] == digest
+    assert event.tags["dagster/input_event_pointer/p"] == "7"
