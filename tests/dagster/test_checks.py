@@ -1,6 +1,7 @@
-"""Asset checks of destination assets: declared with the assets, evaluated in every run that
-materializes them and alone ("Execute checks"); they look at the bundle paths the asset
-materialized; failing ones list the paths at fault as tables; ``managed_outputs_present`` blocks."""
+"""Asset checks of destination assets (issues 12 and 24): declared with the assets, per bundle
+partition where the asset is partitioned, evaluated in every run that publishes (on the paths the
+run targeted) and alone ("Execute checks", on the partitions asked for or every materialized
+one); failing ones list the paths at fault as tables; ``managed_outputs_present`` blocks."""
 
 from __future__ import annotations
 
@@ -34,25 +35,37 @@ def config(tmp_path: Path) -> Path:
     return write_config(tmp_path, CONFIG)
 
 
+Evaluations = dict[tuple[str | None, str], dg.AssetCheckEvaluation]
+
+
+def evaluations(result: dg.ExecuteInProcessResult) -> Evaluations:
+    """(partition, check name) -> evaluation, of the destination's checks."""
+    return {(e.partition, e.check_name): e for e in result.get_asset_check_evaluations() if e.asset_key == KEY}
+
+
+def passed(found: Evaluations) -> dict[tuple[str | None, str], bool]:
+    return {key: e.passed for key, e in found.items()}
+
+
 def run_checks(
-    defs: dg.Definitions, instance: dg.DagsterInstance, *, success: bool = True
-) -> dict[str, dg.AssetCheckEvaluation]:
+    defs: dg.Definitions, instance: dg.DagsterInstance, *, partition: str | None = None, success: bool = True
+) -> Evaluations:
     """A checks-only run, as "Execute checks" in the UI launches it."""
     job = defs.resolve_implicit_global_asset_job_def().get_subset(
         asset_check_selection={dg.AssetCheckKey(KEY, name) for name in NAMES}, asset_selection=set()
     )
-    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    result = job.execute_in_process(instance=instance, raise_on_error=False, partition_key=partition)
     assert result.success is success
     assert result.asset_materializations_for_node("reports") == []
-    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+    return evaluations(result)
 
 
 def publish(
-    defs: dg.Definitions, instance: dg.DagsterInstance, bundle_path: str | None = None, *, success: bool = True
+    defs: dg.Definitions, instance: dg.DagsterInstance, partition: str | None = None, *, success: bool = True
 ) -> dg.ExecuteInProcessResult:
-    config = {"bundle_path": bundle_path} if bundle_path is not None else {}
+    """``publish_reports`` of one bundle partition, or of every bundle."""
     result = defs.resolve_job_def("publish_reports").execute_in_process(
-        instance=instance, run_config={"ops": {"reports": {"config": config}}}, raise_on_error=False
+        instance=instance, partition_key=partition, raise_on_error=False
     )
     assert result.success is success
     return result
@@ -62,29 +75,32 @@ def rows(evaluation: dg.AssetCheckEvaluation, table: str) -> list[dict]:
     return [record.data for record in evaluation.metadata[table].value.records]
 
 
+def every(partitions: tuple[str, ...], value: bool) -> dict[tuple[str, str], bool]:
+    return {(p, name): value for p in partitions for name in NAMES}
+
+
 def test_checks_pass_after_publication_and_fail_when_an_output_is_deleted_by_hand(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     defs = build_definitions(config)
     published = publish(defs, instance)
-    # the checks ran in the publishing run, after the materializations
-    in_run = {e.check_name: e for e in published.get_asset_check_evaluations()}
-    assert {name: e.passed for name, e in in_run.items()} == dict.fromkeys(NAMES, True)
-    assert in_run["state_valid"].metadata["bundle_paths"].value == ["d1", "d2"]
-    passed = run_checks(defs, instance)
-    assert {name: e.passed for name, e in passed.items()} == dict.fromkeys(NAMES, True)
-    assert passed["state_valid"].metadata["bundle_paths"].value == ["d1", "d2"]
+    # the checks ran in the publishing run, after the materializations, once per bundle partition
+    in_run = evaluations(published)
+    assert passed(in_run) == every(("d1", "d2"), True)
+    assert in_run[("d1", "state_valid")].metadata["bundle_path"].value == "d1"
+    assert in_run[("d1", "state_valid")].metadata["destination_uri"].value == (tmp_path / "out").as_uri() + "/d1"
+    assert passed(run_checks(defs, instance)) == every(("d1", "d2"), True)  # every materialized partition
 
     (tmp_path / "out" / "d2" / "sub" / "s.txt").unlink()
-    # managed_outputs_present is blocking: its failure fails the check step, so the run fails
+    # managed_outputs_present is blocking: its failure fails the step, so the run fails; d1 is fine
     after = run_checks(defs, instance, success=False)
-    assert after["managed_outputs_present"].passed is False
-    assert after["managed_outputs_present"].severity == dg.AssetCheckSeverity.ERROR
-    assert after["managed_outputs_present"].blocking is True
-    assert after["managed_outputs_present"].metadata["missing"].value == {"d2": ["sub/s.txt"]}
-    assert rows(after["managed_outputs_present"], "missing_outputs") == [{"bundle_path": "d2", "path": "sub/s.txt"}]
-    assert after["state_valid"].passed is True
-    assert after["no_unmanaged_content"].passed is True
+    assert passed(after) == {**every(("d1", "d2"), True), ("d2", "managed_outputs_present"): False}
+    failed = after[("d2", "managed_outputs_present")]
+    assert failed.severity == dg.AssetCheckSeverity.ERROR and failed.blocking is True
+    assert rows(failed, "missing_outputs") == [{"path": "sub/s.txt"}]
+    assert "sub/s.txt" in failed.description
+    # "Execute checks" of one partition looks at that partition only
+    assert passed(run_checks(defs, instance, partition="d1")) == every(("d1",), True)
 
 
 def test_unmanaged_content_is_a_warning_and_invalid_state_fails_state_valid(
@@ -95,31 +111,29 @@ def test_unmanaged_content_is_a_warning_and_invalid_state_fails_state_valid(
     (tmp_path / "out" / "d1" / "stray.txt").write_text("x\n")
     (tmp_path / "out" / "d2" / ".distributor.json").write_text("{not json")
     checks = run_checks(defs, instance, success=False)
-    unmanaged = checks["no_unmanaged_content"]
+    unmanaged = checks[("d1", "no_unmanaged_content")]
     assert unmanaged.passed is False and unmanaged.severity == dg.AssetCheckSeverity.WARN
-    assert unmanaged.metadata["unmanaged"].value == {"d1": ["stray.txt"]}
-    stray = {"bundle_path": "d1", "path": "stray.txt", "type": "file", "size": 2}
-    assert rows(unmanaged, "unmanaged_entries") == [stray]
-    assert checks["state_valid"].passed is False
-    assert list(checks["state_valid"].metadata["errors"].value) == ["d2"]
-    assert [row["bundle_path"] for row in rows(checks["state_valid"], "error_table")] == ["d2"]
-    assert checks["managed_outputs_present"].passed is False
+    assert rows(unmanaged, "unmanaged_entries") == [{"path": "stray.txt", "type": "file", "size": 2}]
+    assert checks[("d1", "state_valid")].passed and checks[("d1", "managed_outputs_present")].passed
+    assert checks[("d2", "state_valid")].passed is False
+    assert checks[("d2", "state_valid")].metadata["error"].value
+    assert checks[("d2", "managed_outputs_present")].passed is False
+    assert checks[("d2", "no_unmanaged_content")].passed
 
 
-def test_checks_ignore_bundle_paths_the_asset_did_not_materialize(
+def test_checks_only_look_at_the_partitions_the_asset_materialized(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     defs = build_definitions(config)
-    untouched = run_checks(defs, instance)
-    assert all(e.passed for e in untouched.values())
-    assert untouched["state_valid"].metadata["bundle_paths"].value == []
+    assert run_checks(defs, instance) == {}  # nothing materialized, nothing vouched for
 
-    publish(defs, instance, "d1")
+    publish(defs, instance)
+    instance.add_dynamic_partitions("reports__bundles", ["d1", "d2"])
+    only = publish(defs, instance, "d1")
+    assert set(evaluations(only)) == {("d1", name) for name in NAMES}
     (tmp_path / "out" / "elsewhere").mkdir()
     (tmp_path / "out" / "elsewhere" / ".distributor.json").write_text("{broken")
-    checks = run_checks(defs, instance)
-    assert checks["state_valid"].metadata["bundle_paths"].value == ["d1"]
-    assert all(e.passed for e in checks.values())
+    assert passed(run_checks(defs, instance)) == every(("d1", "d2"), True)
 
 
 def test_blocking_checks_are_configurable(tmp_path: Path, config: Path, instance: dg.DagsterInstance) -> None:
@@ -127,8 +141,8 @@ def test_blocking_checks_are_configurable(tmp_path: Path, config: Path, instance
     publish(defs, instance)
     (tmp_path / "out" / "d1" / "r.txt").unlink()
     checks = run_checks(defs, instance)  # nothing blocks: the failed check does not fail the run
-    assert checks["managed_outputs_present"].passed is False
-    assert checks["managed_outputs_present"].blocking is False
+    assert checks[("d1", "managed_outputs_present")].passed is False
+    assert checks[("d1", "managed_outputs_present")].blocking is False
     strict = build_definitions(config, blocking_checks=["state_valid", "managed_outputs_present"])
     graph = strict.resolve_asset_graph()
     blocking = {key.name for key in graph.asset_check_keys if graph.get_check_spec(key).blocking}
@@ -140,51 +154,32 @@ def test_blocking_checks_are_configurable(tmp_path: Path, config: Path, instance
 def test_a_failing_blocking_check_fails_the_publishing_run_after_the_publication(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
+    """A publication that finds its bundle already there (``skip_same``) does not repair a file
+    deleted by hand: the run records the partition's materialization, then its check fails and
+    fails the step."""
     defs = build_definitions(config)
-    publish(defs, instance, "d1")
+    publish(defs, instance)
     (tmp_path / "out" / "d1" / "r.txt").unlink()
-    result = publish(defs, instance, "d2", success=False)
-    assert [m.metadata["source_bundle_path"].value for m in result.asset_materializations_for_node("reports")] == ["d2"]
+    result = publish(defs, instance, "d1", success=False)
+    (materialization,) = result.asset_materializations_for_node("reports")
+    assert materialization.partition == "d1" and materialization.metadata["action"].value == "skip_same"
     failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert failed == ["reports.check_archive"]
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "managed_outputs_present"]
-    assert rows(evaluation, "missing_outputs") == [{"bundle_path": "d1", "path": "r.txt"}]
+    assert failed == ["reports.publish_archive"]
+    evaluation = evaluations(result)[("d1", "managed_outputs_present")]
+    assert rows(evaluation, "missing_outputs") == [{"path": "r.txt"}]
 
 
-class _CountingInstance:
-    """The real instance, with every ``fetch_materializations`` call's ``limit`` recorded."""
-
-    def __init__(self, instance: dg.DagsterInstance) -> None:
-        self.instance = instance
-        self.limits: list[int] = []
-
-    def fetch_materializations(self, key: dg.AssetKey, *, limit: int, cursor: str | None = None):
-        self.limits.append(limit)
-        return self.instance.fetch_materializations(key, limit=limit, cursor=cursor)
-
-
-def test_a_fixed_destination_reads_one_materialization_however_long_its_history(
-    tmp_path: Path, instance: dg.DagsterInstance
-) -> None:
-    from distributor_core.config import load_config
-    from distributor_dagster.checks import PAGE_SIZE, published_bundle_paths
-
+def test_a_fixed_destination_is_checked_at_its_root(tmp_path: Path, instance: dg.DagsterInstance) -> None:
     make_bundle(tmp_path / "source" / "d1", "reports", {"r.txt": "one\n"})
     config = write_config(tmp_path, CONFIG.replace("path: out\n", "path: out\n        path_mapping: {mode: fixed}\n"))
-    destination = load_config(config).destination("reports", "archive")
-    counting = _CountingInstance(instance)
-    assert published_bundle_paths(counting, KEY, destination) == []  # type: ignore[arg-type]
     defs = build_definitions(config)
+    assert run_checks(defs, instance) == {}  # never materialized
     first = publish(defs, instance)
-    assert {e.check_name: e.passed for e in first.get_asset_check_evaluations()} == dict.fromkeys(NAMES, True)
-    for _ in range(PAGE_SIZE + 5):  # a long history of the root
-        instance.report_runless_asset_event(dg.AssetMaterialization(KEY, metadata={"destination_path": "."}))
-    counting.limits.clear()
-    assert published_bundle_paths(counting, KEY, destination) == [""]  # type: ignore[arg-type]
-    assert counting.limits == [1]
-    # a preserve_relative reading of the same history pages through all of it
-    assert published_bundle_paths(counting, KEY) == [""]  # type: ignore[arg-type]
-    assert counting.limits == [1, PAGE_SIZE, PAGE_SIZE]
+    assert passed(evaluations(first)) == every((None,), True)  # type: ignore[arg-type]
+    (tmp_path / "out" / "stray.txt").write_text("x\n")
     checks = run_checks(defs, instance)
-    assert checks["state_valid"].metadata["bundle_paths"].value == ["."]
-    assert all(e.passed for e in checks.values())
+    assert checks[(None, "state_valid")].metadata["bundle_path"].value == "."
+    assert checks[(None, "no_unmanaged_content")].passed is False
+    assert rows(checks[(None, "no_unmanaged_content")], "unmanaged_entries") == [
+        {"path": "stray.txt", "type": "file", "size": 2}
+    ]
