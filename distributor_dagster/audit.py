@@ -29,19 +29,13 @@ from distributor_core.app.audit import audit_destination, audit_error_message
 from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.output_check import OK, STATUSES
 from distributor_core.config import Destination, Pipeline
-from distributor_dagster.checks import checked_paths
+from distributor_dagster.checks import DIGEST_CHECK, LISTED, Outcome, path_uri
 from distributor_dagster.maintenance.results import MAINTENANCE_ERRORS
 from distributor_dagster.names import AUDIT_NODE, DestinationNames
 from distributor_dagster.site import Site
 
-#: the name of the opt-in check
-DIGEST_CHECK = "outputs_match_digests"
-#: outputs listed per check result
-LISTED = 50
-
 PROBLEM_SCHEMA = dg.TableSchema(
     columns=[
-        dg.TableColumn("bundle_path", "string"),
         dg.TableColumn("path", "string"),
         dg.TableColumn("status", "string"),
         dg.TableColumn("size", "int"),
@@ -108,114 +102,47 @@ def audit_job(site: Site, pipeline: Pipeline, destination: Destination, names: D
     )(graph)
 
 
-def _audit_paths(
-    site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: list[str]
-) -> tuple[dict[str, AuditReport], dict[str, str]]:
-    reports: dict[str, AuditReport] = {}
-    errors: dict[str, str] = {}
-    for path in bundle_paths:
-        try:
-            report = audit_destination(
-                site.config,
-                pipeline.id,
-                destination.id,
-                bundle_path=path,
-                allow_unmanaged=True,
-                environment=site.environment(),
-            )
-        except MAINTENANCE_ERRORS as exc:
-            errors[path] = str(exc)
-            continue
-        assert isinstance(report, AuditReport)
-        reports[path] = report
-    return reports, errors
-
-
-def digest_check_result(
-    key: dg.AssetKey, bundle_paths: list[str], reports: dict[str, AuditReport], errors: dict[str, str]
-) -> dg.AssetCheckResult:
-    """Passed when every recorded output of every bundle path matches (and every state was read)."""
-    shown = [lp.display_path(p) for p in bundle_paths]
-    if not bundle_paths:
-        return dg.AssetCheckResult(
-            check_name=DIGEST_CHECK,
-            asset_key=key,
-            passed=True,
-            description="the asset has no materialization yet: nothing to audit",
-            metadata={"bundle_paths": dg.MetadataValue.json(shown)},
+def digest_outcome(
+    site: Site, pipeline: Pipeline, destination: Destination, bundle_path: str, root_uri: str
+) -> Outcome:
+    """``outputs_match_digests`` for one destination bundle path: every recorded output re-read."""
+    where = lp.display_path(bundle_path)
+    metadata: dict[str, Any] = {"bundle_path": where, "destination_uri": path_uri(root_uri, bundle_path)}
+    try:
+        report = audit_destination(
+            site.config, pipeline.id, destination.id, bundle_path=bundle_path, allow_unmanaged=True,
+            environment=site.environment(),
         )
-    counts = dict.fromkeys(STATUSES, 0)
-    for report in reports.values():
-        for status, count in report.counts.items():
-            if status in counts:
-                counts[status] += count
-    problems = [(path, check) for path, report in reports.items() for check in report.problems]
+    except MAINTENANCE_ERRORS as exc:
+        return Outcome(DIGEST_CHECK, False, f"{where}: not audited: {exc}", {**metadata, "error": str(exc)})
+    assert isinstance(report, AuditReport)
+    counts = {status: report.counts.get(status, 0) for status in STATUSES}
     rows = [
-        dg.TableRecord(
-            {
-                "bundle_path": lp.display_path(path),
-                "path": check.path,
-                "status": check.status,
-                "size": check.size,
-                "actual_size": check.actual_size if check.actual_size is not None else -1,
-                "sha256": check.sha256,
-                "actual_sha256": check.actual_sha256 or "",
-            }
-        )
-        for path, check in problems[:LISTED]
+        dg.TableRecord({
+            "path": check.path,
+            "status": check.status,
+            "size": check.size,
+            "actual_size": check.actual_size if check.actual_size is not None else -1,
+            "sha256": check.sha256,
+            "actual_sha256": check.actual_sha256 or "",
+        })
+        for check in report.problems[:LISTED]
     ]
     failed = [f"{n} {status}" for status, n in counts.items() if status != OK and n]
-    if errors:
-        failed.append(f"{len(errors)} bundle path(s) not audited")
-    metadata: dict[str, Any] = {
-        "bundle_paths": dg.MetadataValue.json(shown),
-        "checked_count": dg.MetadataValue.int(sum(r.checked_count for r in reports.values())),
-        "bytes_read": dg.MetadataValue.int(sum(r.bytes_read for r in reports.values())),
+    metadata.update({
+        "checked_count": dg.MetadataValue.int(report.checked_count),
+        "bytes_read": dg.MetadataValue.int(report.bytes_read),
         **{f"{status}_count": dg.MetadataValue.int(n) for status, n in counts.items()},
         "problems": dg.MetadataValue.table(records=rows, schema=PROBLEM_SCHEMA),
-        "errors": dg.MetadataValue.json({lp.display_path(p): e for p, e in errors.items()}),
-    }
-    return dg.AssetCheckResult(
-        check_name=DIGEST_CHECK,
-        asset_key=key,
-        passed=not failed,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=", ".join(failed) if failed else "every managed output has the size and sha256 state records",
-        metadata=metadata,
-    )
+    })
+    description = ", ".join(failed) if failed else "every managed output has the size and sha256 state records"
+    return Outcome(DIGEST_CHECK, not failed, description, metadata)
 
 
-def digest_check(site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames) -> Any:
-    """The ``outputs_match_digests`` check of one destination asset (a standalone asset check)."""
-    key = dg.AssetKey(list(names.asset_key))
-
-    @dg.asset_check(
-        asset=key,
-        name=DIGEST_CHECK,
-        description="Every managed output recorded for this destination still has the recorded size and "
-        "sha256 (re-reads every byte; opt-in).",
-        blocking=False,
-    )
-    def outputs_match_digests(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        bundle_paths = checked_paths(context.op_execution_context, key, names.partitioned)
-        reports, errors = _audit_paths(site, pipeline, destination, bundle_paths)
-        for path, error in errors.items():
-            context.log.warning(f"{lp.display_path(path)}: {error}")
-        for report in reports.values():
-            context.log.info(report.text_line(with_bundle=True))
-        return digest_check_result(key, bundle_paths, reports, errors)
-
-    return outputs_match_digests
-
-
-def audit_definitions(site: Site) -> tuple[list[dg.JobDefinition], list[Any]]:
-    """Every destination's audit job, and its digest check when ``digest_checks`` is on."""
-    jobs: list[dg.JobDefinition] = []
-    checks: list[Any] = []
-    for pipeline, names in zip(site.config.pipelines, site.names, strict=True):
-        for destination in pipeline.destinations:
-            dnames = names.destination(destination.id)
-            jobs.append(audit_job(site, pipeline, destination, dnames))
-            if site.options.digest_checks:
-                checks.append(digest_check(site, pipeline, destination, dnames))
-    return jobs, checks
+def audit_jobs(site: Site) -> list[dg.JobDefinition]:
+    """Every destination's audit job."""
+    return [
+        audit_job(site, pipeline, destination, names.destination(destination.id))
+        for pipeline, names in zip(site.config.pipelines, site.names, strict=True)
+        for destination in pipeline.destinations
+    ]

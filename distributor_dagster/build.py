@@ -13,7 +13,7 @@ import dagster as dg
 
 from distributor_core.config import load_config
 from distributor_dagster.assets import source_assets
-from distributor_dagster.audit import audit_definitions
+from distributor_dagster.audit import audit_jobs
 from distributor_dagster.maintenance.prune_job import prune_job
 from distributor_dagster.maintenance.repair_job import repair_job
 from distributor_dagster.names import config_names
@@ -70,11 +70,8 @@ def definitions_for(site: Site) -> dg.Definitions:
         sensors.append(automation_sensor(site, automated))
     # the publish executor is the location's default: runs of the implicit asset job (Materialize
     # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
-    audit_jobs, digest_checks = audit_definitions(site)  # the audit jobs; the opt-in digest checks
-    jobs.extend(audit_jobs)
-    return dg.Definitions(
-        assets=assets, asset_checks=digest_checks, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR
-    )
+    jobs.extend(audit_jobs(site))
+    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
 
 
 def build_definitions(config_path: str | os.PathLike[str], **options: object) -> dg.Definitions:

@@ -39,6 +39,8 @@ from distributor_dagster.site import Site
 LISTED = 50
 #: The source asset's check.
 SOURCE_CHECK = "bundle_valid"
+#: The opt-in check that re-reads every byte (``digest_checks``, :mod:`distributor_dagster.audit`).
+DIGEST_CHECK = "outputs_match_digests"
 
 CHECK_DESCRIPTIONS = {
     "state_valid": "The .distributor.json of the checked destination path is valid and records this destination.",
@@ -48,16 +50,25 @@ CHECK_DESCRIPTIONS = {
 
 
 def check_specs(
-    names: DestinationNames, blocking: tuple[str, ...], partitions: dg.PartitionsDefinition | None
+    names: DestinationNames, blocking: tuple[str, ...], partitions: dg.PartitionsDefinition | None,
+    *, digest: bool = False,
 ) -> list[dg.AssetCheckSpec]:
     """The three checks of a destination asset, declared with it (per partition when it is
-    partitioned); ``blocking`` names those whose failure (severity error) blocks downstream assets."""
+    partitioned), and with ``digest`` the opt-in ``outputs_match_digests`` (never blocking);
+    ``blocking`` names those whose failure (severity error) blocks downstream assets."""
     key = dg.AssetKey(list(names.asset_key))
-    return [
+    specs = [
         dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking,
                           partitions_def=partitions)
         for name in CHECK_NAMES
     ]
+    if digest:
+        specs.append(dg.AssetCheckSpec(
+            DIGEST_CHECK, asset=key, partitions_def=partitions, blocking=False,
+            description="Every managed output recorded for this destination still has the recorded size and "
+            "sha256 (re-reads every byte; opt-in).",
+        ))
+    return specs
 
 
 def source_check_spec(key: dg.AssetKey, partitions: dg.PartitionsDefinition | None) -> dg.AssetCheckSpec:

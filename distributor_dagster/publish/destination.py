@@ -24,7 +24,8 @@ from distributor_core.app.report import ActionReport
 from distributor_core.app.run_options import DestinationPool
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle
-from distributor_dagster.checks import checked_paths, evaluate_paths, failed_blocking, run_partition_keys
+from distributor_dagster.audit import digest_outcome
+from distributor_dagster.checks import DIGEST_CHECK, checked_paths, evaluate_paths, failed_blocking, run_partition_keys
 from distributor_dagster.describe import root_uri
 from distributor_dagster.names import DestinationNames, PipelineNames
 from distributor_dagster.partitions import bundle_key
@@ -174,6 +175,10 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     else:
         paths = checked_paths(context, asset_key, names.partitioned)
     results = evaluate_paths(site, pipeline, destination, paths, uri, context.log)
+    if check_outputs.get(DIGEST_CHECK) in selected:
+        for path, by_name in results.items():
+            by_name[DIGEST_CHECK] = digest_outcome(site, pipeline, destination, path, uri)
+            context.log.info(f"{lp.display_path(path)}: {DIGEST_CHECK}: {by_name[DIGEST_CHECK].description}")
     if not results:
         context.log.info(f"{destination.id}: nothing to check, the asset has no materialization yet")
     # a step output where Dagster planned one (an unpartitioned asset, or the one partition of the
@@ -189,7 +194,9 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
             else:  # yielded, not logged: logged events not followed by a yield are lost if the step fails
                 yield outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking)
     # a dry run wrote nothing: its checks describe the destination as it is and block nothing
-    return [] if dry_run else failed_blocking(results, blocking)
+    chosen = {path: {n: o for n, o in by_name.items() if check_outputs.get(n) in selected}
+              for path, by_name in results.items()}
+    return [] if dry_run else failed_blocking(chosen, blocking)
 
 
 def _events(context, names, asset_key, input_key, destination, dry_run, uri, result, validated):  # type: ignore[no-untyped-def]

@@ -54,7 +54,7 @@ def graph_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: G
         dnames = pnames.destination(destination_id)
         out_name = dnames.publish_node.removeprefix("publish_")
         outs[out_name] = destination_out(site, pipeline, destination, dnames, pnames)
-        dspecs = check_specs(dnames, site.options.blocking_checks, partitions)
+        dspecs = check_specs(dnames, site.options.blocking_checks, partitions, digest=site.options.digest_checks)
         specs.extend(dspecs)
         check_outputs = {spec.name: spec.get_python_identifier() for spec in dspecs}
         # an upload's destinations are checked by report, once the upload records are written

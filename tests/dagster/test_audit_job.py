@@ -47,6 +47,9 @@ def home(config: Path) -> Path:
     home = config.parent / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        # what the watch sensor's first tick does (test_watch_sensor): the bundle becomes a partition
+        instance.add_dynamic_partitions("reports_daily__bundles", ["d1"])
     return home
 
 
@@ -85,7 +88,8 @@ def check_names(defs: dg.Definitions) -> set[str]:
 
 def test_materialize_evaluates_the_check_and_the_audit_job_fails_on_changed_bytes(home: Path) -> None:
     out = home.parent / "out" / "d1"
-    done = dagster(home, "asset", "materialize", "--select", "reports_daily/archive", digest_checks=True)
+    done = dagster(home, "asset", "materialize", "--select", "reports_daily/archive", "--partition", "d1",
+                   digest_checks=True)
     assert done.returncode == 0, done.stdout + done.stderr
     evaluations = {
         e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
@@ -141,8 +145,9 @@ def test_materialize_evaluates_the_check_and_the_audit_job_fails_on_changed_byte
     assert (evaluation.check_name, evaluation.passed) == (DIGEST_CHECK, False)
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.metadata["digest_mismatch_count"].value == 1
+    assert evaluation.partition == "d1"  # one evaluation per bundle partition the asset materialized
     rows = [r.data for r in evaluation.metadata["problems"].value.records]
-    assert [(r["bundle_path"], r["path"], r["status"]) for r in rows] == [("d1", "r.txt", "digest_mismatch")]
+    assert [(r["path"], r["status"]) for r in rows] == [("r.txt", "digest_mismatch")]
 
 
 def test_the_check_reports_truncated_and_deleted_outputs(config: Path, tmp_path: Path) -> None:
