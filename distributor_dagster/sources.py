@@ -2,7 +2,7 @@
 
 A partitioned source asset (one partition per bundle) is observed bundle by bundle: each
 partition's observation carries that bundle's digest as data version, the manifest stamp it was
-read at (mtime or ETag, :data:`STAMP_TAG`) and the bundle's identity. An unpartitioned source (only
+read at (mtime or ETag) and the bundle's identity. An unpartitioned source (only
 ``fixed`` destinations, or an upload staging area) and the "newest bundle" view of a mixed
 pipeline are observed as a whole: the data version is the newest bundle's digest, with the bundle
 count and the newest bundle's path, id, digest and ``created`` time. The watch and uploads
@@ -26,7 +26,7 @@ from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 from distributor_core.timefmt import format_precise, parse_rfc3339
 from distributor_dagster.partitions import bundle_key
-from distributor_dagster.versions import NO_BUNDLES, STAMP_TAG, data_version_tags
+from distributor_dagster.versions import NO_BUNDLES, data_version_tags
 
 
 @dataclass(frozen=True)
@@ -41,20 +41,21 @@ class Seen:
     stamp: str = ""
 
     def metadata(self) -> dict[str, Any]:
-        return {
+        metadata: dict[str, Any] = {
             "bundle_path": lp.display_path(self.path),
             "bundle_id": self.bundle_id,
             "digest": self.digest,
             "created": dg.MetadataValue.timestamp(self.created),
         }
+        if self.stamp:
+            metadata["manifest_stamp"] = self.stamp
+        return metadata
 
     def observation(self, key: dg.AssetKey) -> dg.AssetObservation:
         """This bundle's partition of a partitioned source asset, with its digest as data version."""
-        tags = data_version_tags(self.digest)
-        if self.stamp:
-            tags[STAMP_TAG] = self.stamp
         return dg.AssetObservation(
-            asset_key=key, partition=bundle_key(self.path), tags=tags, metadata=self.metadata(),
+            asset_key=key, partition=bundle_key(self.path), tags=data_version_tags(self.digest),
+            metadata=self.metadata(),
             description=f"bundle {lp.display_path(self.path)} id {self.bundle_id} "
             f"created {format_precise(self.created)}",
         )

@@ -31,8 +31,6 @@ USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"
 CODE_VERSION_TAG = "dagster/code_version"
 INPUT_DATA_VERSION_PREFIX = "dagster/input_data_version/"
 INPUT_EVENT_POINTER_PREFIX = "dagster/input_event_pointer/"
-#: What a source partition's observation was read at: the manifest's mtime or ETag.
-STAMP_TAG = "distributor/manifest_stamp"
 #: The data version of a source without any bundle.
 NO_BUNDLES = "no-bundles"
 

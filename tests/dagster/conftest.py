@@ -91,3 +91,13 @@ def add_record(
     sg.write_record(staging_path, record, durable=False)
     (staging_path / sg.SEQ_NAME).write_text(f"{seq}\n")
     return run_id
+
+
+def apply_tick(instance: dg.DagsterInstance, tick: dg.SensorResult) -> None:
+    """What the sensor daemon does with a tick's result besides launching runs: add the requested
+    partitions, then store the tick's asset events (observations, check evaluations)."""
+    for request in tick.dynamic_partitions_requests or []:
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    for event in tick.asset_events:
+        instance.report_runless_asset_event(event)

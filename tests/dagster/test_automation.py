@@ -16,7 +16,7 @@ from dagster.components.testing import create_defs_folder_sandbox
 from distributor_core.bundle import load_manifest
 from distributor_dagster import DistributorComponent, build_definitions
 from distributor_dagster.location import DistributorConfigError, definitions_from_environment
-from tests.dagster.conftest import FROZEN, make_bundle, write_config
+from tests.dagster.conftest import FROZEN, apply_tick, make_bundle, write_config
 
 pytestmark = pytest.mark.dagster
 
@@ -109,19 +109,21 @@ def test_a_newly_observed_bundle_requests_the_destinations_without_a_publish_run
     keys, cursor = requested(defs, instance)
     assert keys == set()
 
-    # the watch sensor only observes (no run request) ...
+    # the watch sensor only adds the bundle's partition and observes it (no run request) ...
     tick = watch(dg.build_sensor_context(instance=instance, definitions=defs))
     assert tick.run_requests == []
     (observation,) = tick.asset_events
+    assert observation.partition == "d1"
     assert observation.tags["dagster/data_version"] == load_manifest(tmp_path / "source" / "d1").digest
-    instance.report_runless_asset_event(observation)
-    # ... and the automation condition requests both destinations of the pipeline
-    keys, cursor = requested(defs, instance, cursor)
-    assert keys == {ARCHIVE, COPY}
+    apply_tick(instance, tick)
+    # ... and the automation condition requests that partition of both destinations of the pipeline
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+    assert {key: result.get_requested_partitions(key) for key in (ARCHIVE, COPY)} == {ARCHIVE: {"d1"}, COPY: {"d1"}}
+    cursor = result.cursor
 
     # the requested materialization publishes; afterwards nothing is requested until a new bundle
     job = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection={ARCHIVE, COPY})
-    assert job.execute_in_process(instance=instance).success
+    assert job.execute_in_process(instance=instance, partition_key="d1").success
     assert (tmp_path / "out" / "archive" / "d1" / "r.md").read_text() == "# one\n"
     keys, cursor = requested(defs, instance, cursor)
     assert keys == set()
@@ -129,7 +131,6 @@ def test_a_newly_observed_bundle_requests_the_destinations_without_a_publish_run
     make_bundle(tmp_path / "source" / "d2", "reports", {"r.md": "# two\n"}, created=FROZEN + timedelta(days=1))
     later = watch(dg.build_sensor_context(cursor=tick.cursor, instance=instance, definitions=defs))
     assert later.run_requests == []
-    for event in later.asset_events:
-        instance.report_runless_asset_event(event)
-    keys, _ = requested(defs, instance, cursor)
-    assert keys == {ARCHIVE, COPY}
+    apply_tick(instance, later)
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+    assert {key: result.get_requested_partitions(key) for key in (ARCHIVE, COPY)} == {ARCHIVE: {"d2"}, COPY: {"d2"}}
