@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 import socket
 import tarfile
 import threading
@@ -24,7 +25,7 @@ from distributor_core.config import Environment, load_config
 from distributor_core.server import create_app
 from distributor_dagster import build_definitions
 from distributor_dagster.upload_status import DagsterRunLookup
-from tests.dagster.conftest import events_of, make_bundle, write_config
+from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
 from tests.dagster.reconstruct import job_from_environment
 
 pytestmark = pytest.mark.dagster
@@ -96,11 +97,17 @@ def config(tmp_path: Path) -> Path:
     return write_config(tmp_path, CONFIG)
 
 
-def staged_uploads(tmp_path: Path, config: Path, instance: dg.DagsterInstance, count: int) -> list[str]:
+def staged_uploads(
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance, count: int, *, bundle_id: str | None = None
+) -> list[str]:
+    """``count`` uploads admitted by the real server; with ``bundle_id`` they are successive
+    versions of one bundle (one minute apart), which can replace each other in one destination."""
     run_ids = []
     with serving(config, instance) as client:
         for index in range(count):
-            bundle = make_bundle(tmp_path / f"bundle{index}", f"reports.b{index}", {"r.md": f"# {index}\n"})
+            created = FROZEN + timedelta(minutes=index) if bundle_id else None
+            bundle = make_bundle(tmp_path / f"bundle{index}", bundle_id or f"reports.b{index}",
+                                 {"r.md": f"# {index}\n"}, created=created)
             response = upload(client, bundle)
             assert response.status_code == 202, response.text
             run_ids.append(response.json()["run_id"])
@@ -181,9 +188,14 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
         dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
-        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {"reports_daily.execute_mirror"}
-        # the publish executor runs the report after a failed destination
-        assert "reports_daily.report" in {e.step_key for e in events_of(result, "STEP_SUCCESS")}
+        # the publish executor runs the report after a failed destination: it records the upload's
+        # outcome, then the refused destination's blocking check fails it too (no vouching for it)
+        assert {e.step_key for e in events_of(result, "STEP_FAILURE")} == {
+            "reports_daily.publish_mirror", "reports_daily.report"
+        }
+        checks = {(e.event_specific_data.asset_key.path[-1], e.event_specific_data.check_name):
+                  e.event_specific_data.passed for e in events_of(result, "ASSET_CHECK_EVALUATION")}
+        assert checks[("mirror", "no_unmanaged_content")] is False and checks[("archive", "state_valid")] is True
         failed_run = result.run_id
     record = sg.read_record(staging_path, run_id)
     assert record.status == "failed" and record.dagster_run_id == failed_run
@@ -193,15 +205,15 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     assert (tmp_path / "out" / "archive" / "r.md").is_file()
 
     stray.unlink()
-    # "Re-execute from failure": the failed execute step publishes again, then report and the checks
+    # "Re-execute from failure": the failed publish step publishes again, then report and the checks
     with dg.execute_job(
         dg.reconstructable(job_from_environment), instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
     ) as rerun:
         assert rerun.success
         started = {e.step_key for e in events_of(rerun, "STEP_START")}
-        assert {"reports_daily.execute_mirror", "reports_daily.report"} <= started
-        assert not started & {"reports_daily.discover", "reports_daily.validate", "reports_daily.execute_archive"}
+        assert {"reports_daily.publish_mirror", "reports_daily.report"} <= started
+        assert not started & {"reports_daily.discover", "reports_daily.validate", "reports_daily.publish_archive"}
         assert instance.get_run_by_id(rerun.run_id).tags["distributor/upload_run_id"] == run_id
     record = sg.read_record(staging_path, run_id)
     assert record.status == "succeeded" and record.error == "" and record.dagster_run_id == rerun.run_id
@@ -233,29 +245,40 @@ def test_a_dry_run_of_an_upload_leaves_its_record_alone(
     assert not (tmp_path / "out").exists()
 
 
-def test_an_upload_launched_by_hand_is_tagged_and_linked_and_one_without_an_id_is_refused(
+def test_an_upload_launched_by_hand_is_tagged_and_linked_and_materialize_publishes_the_waiting_ones(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
-    (run_id,) = staged_uploads(tmp_path, config, instance, 1)
+    """Issue 24 item 6: Materialize (a run without ``upload_run_id``) publishes the uploads still
+    waiting, in admission order, each recorded with its outcome and the run; with none waiting it
+    publishes nothing and succeeds. A run named after an upload publishes that one."""
+    first, second = staged_uploads(tmp_path, config, instance, 2, bundle_id="reports.daily")
     defs = build_definitions(config)
     job = defs.resolve_job_def("publish_reports_daily")
-    missing = job.execute_in_process(instance=instance, raise_on_error=False)
-    assert not missing.success
-    error = events_of(missing, "STEP_FAILURE")[0].event_specific_data.error.message
-    assert "upload_run_id is required to publish pipeline reports.daily" in error
-    assert "uploads_reports_daily" in error
+    staging_path = tmp_path / "staging" / "reports.daily"
 
-    # launched by hand (no sensor tags): the run tags itself and the record links it
+    # launched by hand (no sensor tags) for one upload: the run tags itself and the record links it
     result = job.execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id}}}}, instance=instance
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": first}}}}, instance=instance
     )
     assert result.success
     tags = instance.get_run_by_id(result.run_id).tags
-    assert tags["distributor/upload_run_id"] == run_id and tags["distributor/pipeline"] == "reports.daily"
-    record = sg.read_record(tmp_path / "staging" / "reports.daily", run_id)
+    assert tags["distributor/upload_run_id"] == first and tags["distributor/pipeline"] == "reports.daily"
+    record = sg.read_record(staging_path, first)
     assert record.dagster_run_id == result.run_id and record.status == "succeeded"
-    found = instance.get_run_records(dg.RunsFilter(tags={"distributor/upload_run_id": run_id}))
+    found = instance.get_run_records(dg.RunsFilter(tags={"distributor/upload_run_id": first}))
     assert [r.dagster_run.run_id for r in found] == [result.run_id]
+    assert sg.read_record(staging_path, second).status == "accepted"
+
+    waiting = job.execute_in_process(instance=instance)  # Materialize: no launchpad, no upload id
+    assert waiting.success
+    record = sg.read_record(staging_path, second)
+    assert record.status == "succeeded" and record.dagster_run_id == waiting.run_id
+    assert (tmp_path / "out" / "mirror" / "r.md").read_text() == "# 1\n"
+    assert sg.read_record(staging_path, first).dagster_run_id == result.run_id  # untouched
+
+    nothing = job.execute_in_process(instance=instance)
+    assert nothing.success
+    assert [e for e in events_of(nothing, "ASSET_MATERIALIZATION")] == []
 
 
 def test_a_finished_upload_record_never_carries_host_paths(
