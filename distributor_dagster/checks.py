@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from distributor_core import paths as lp
 from distributor_core.app.health import PathHealth, inspect_paths
@@ -92,11 +93,31 @@ class Outcome:
         return dg.AssetCheckResult(asset_key=key, check_name=self.name, passed=self.passed, severity=self.severity,
                                    description=self.description, metadata=self.metadata)
 
-    def evaluation(self, key: dg.AssetKey, partition: str | None, *, blocking: bool) -> dg.AssetCheckEvaluation:
+    def evaluation(
+        self, key: dg.AssetKey, partition: str | None, *, blocking: bool,
+        target: AssetCheckEvaluationTargetMaterializationData | None = None,
+    ) -> dg.AssetCheckEvaluation:
+        """The check event for ``partition``; ``target`` is the materialization it checked (Dagster
+        shows a partition's check status only while it is the partition's latest)."""
         return dg.AssetCheckEvaluation(
             asset_key=key, check_name=self.name, passed=self.passed, severity=self.severity,
             description=self.description, metadata=self.metadata, partition=partition, blocking=blocking,
+            target_materialization_data=target,
         )
+
+
+def latest_materialization(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The latest materialization of one partition, as a check evaluation's target."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+                                              limit=1).records
+    if not records:
+        return None
+    record = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=record.storage_id, run_id=record.event_log_entry.run_id, timestamp=record.timestamp
+    )
 
 
 MISSING_SCHEMA = dg.TableSchema(columns=[dg.TableColumn("path", "string")])

@@ -25,7 +25,14 @@ from distributor_core.app.run_options import DestinationPool
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle
 from distributor_dagster.audit import digest_outcome
-from distributor_dagster.checks import DIGEST_CHECK, checked_paths, evaluate_paths, failed_blocking, run_partition_keys
+from distributor_dagster.checks import (
+    DIGEST_CHECK,
+    checked_paths,
+    evaluate_paths,
+    failed_blocking,
+    latest_materialization,
+    run_partition_keys,
+)
 from distributor_dagster.describe import root_uri
 from distributor_dagster.names import DestinationNames, PipelineNames
 from distributor_dagster.partitions import bundle_key
@@ -186,13 +193,14 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     single = run_partition_keys(context) if names.partitioned else None
     for path, by_name in results.items():
         as_output = not names.partitioned or single == [bundle_key(path)]
+        target = None if as_output else latest_materialization(context.instance, asset_key, bundle_key(path))
         for name, outcome in by_name.items():
             if check_outputs.get(name) not in selected:
                 continue
             if as_output:
                 yield outcome.result(asset_key)
             else:  # yielded, not logged: logged events not followed by a yield are lost if the step fails
-                yield outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking)
+                yield outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking, target=target)
     # a dry run wrote nothing: its checks describe the destination as it is and block nothing
     chosen = {path: {n: o for n, o in by_name.items() if check_outputs.get(n) in selected}
               for path, by_name in results.items()}

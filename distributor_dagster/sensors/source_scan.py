@@ -250,6 +250,9 @@ def scan_source(
             if observed is not None and known.get(bundle.path) != manifest.digest:
                 scan.found.append(Found(seen, run_key(bundle.path, manifest.digest, bundle.stamp)))
         committed[index] = hashes[index]
+    scan.found.sort(key=lambda found: found.bundle_path)  # partitions are added, and published, in path order
+    scan.invalid.sort()
+    scan.incomplete.sort()
     scan.cursor = Cursor(committed, newest, cursor.observed)
     return scan
 

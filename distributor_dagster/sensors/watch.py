@@ -143,7 +143,7 @@ def watch_sensor(
             wanted = found_keys + [k for k, _ in invalid_keys]
             if wanted:
                 known = set(context.instance.get_dynamic_partitions(names.partitions))
-                new = [k for k in dict.fromkeys(wanted) if k not in known]
+                new = sorted(k for k in set(wanted) if k not in known)
                 if new:
                     dynamic.append(dg.AddDynamicPartitionsRequest(names.partitions, new))
             events.extend(f.seen.observation(source_key) for f in scan.found if key_problem(f.bundle_path) is None)

@@ -79,19 +79,23 @@ class Webserver:
         return body["data"]
 
     def launch(self, assets: Sequence[Sequence[str]], checks: Sequence[tuple[Sequence[str], str]] = (),
-               run_config: Mapping[str, Any] | None = None) -> str:
-        """Launch a run of the selected assets and checks, as the UI does; the run id."""
-        params = {
-            "selector": {
-                "repositoryLocationName": self.location,
-                "repositoryName": REPOSITORY,
-                "pipelineName": ASSET_JOB,
-                "assetSelection": [{"path": list(key)} for key in assets],
-                "assetCheckSelection": [{"assetKey": {"path": list(key)}, "name": name} for key, name in checks],
-            },
-            "mode": "default",
-            "runConfigData": dict(run_config or {}),
+               run_config: Mapping[str, Any] | None = None, *, partition: str | None = None,
+               job: str = ASSET_JOB) -> str:
+        """Launch a run of the selected assets and checks (of one partition), as the UI does, or of a
+        whole job (empty selections with ``job``); the run id."""
+        selector: dict[str, Any] = {
+            "repositoryLocationName": self.location,
+            "repositoryName": REPOSITORY,
+            "pipelineName": job,
         }
+        if job == ASSET_JOB:
+            selector["assetSelection"] = [{"path": list(key)} for key in assets]
+            selector["assetCheckSelection"] = [
+                {"assetKey": {"path": list(key)}, "name": name} for key, name in checks
+            ]
+        params: dict[str, Any] = {"selector": selector, "mode": "default", "runConfigData": dict(run_config or {})}
+        if partition is not None:
+            params["executionMetadata"] = {"tags": [{"key": "dagster/partition", "value": partition}]}
         result = self.graphql(LAUNCH, {"params": params})["launchPipelineExecution"]
         if result["__typename"] != "LaunchRunSuccess":
             raise AssertionError(f"launch refused: {result}")
