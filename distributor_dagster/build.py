@@ -65,7 +65,7 @@ def definitions_for(site: Site) -> dg.Definitions:
         if pipeline.is_upload:
             sensors.append(uploads_sensor(site, pipeline, names, publish))
         else:
-            sensors.append(watch_sensor(site, pipeline, names, publish))
+            sensors.append(watch_sensor(site, pipeline, names))
     if automated:
         sensors.append(automation_sensor(site, automated))
     # the publish executor is the location's default: runs of the implicit asset job (Materialize

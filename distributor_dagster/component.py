@@ -29,6 +29,11 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
     name_prefix: str = Field(default="", description="Prefix of every generated job, sensor, op and group name.")
     asset_key_prefix: list[str] = Field(default_factory=list, description="Components prepended to asset keys.")
     max_runs_per_tick: int = Field(default=100, description="Run requests per sensor tick at most.")
+    bundles_per_run: int = Field(
+        default=100,
+        description="Bundles one run publishes at most when many are published at once (a backfill, a sensor "
+        "tick that finds many new bundles).",
+    )
     automation: str = Field(
         default="sensors",
         description="sensors (the watch sensor requests publish runs) or eager (destination assets carry "
@@ -58,6 +63,7 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
             name_prefix=self.name_prefix,
             asset_key_prefix=tuple(self.asset_key_prefix),
             max_runs_per_tick=self.max_runs_per_tick,
+            bundles_per_run=self.bundles_per_run,
             automation=self.automation,
             blocking_checks=tuple(self.blocking_checks),
             digest_checks=self.digest_checks,

@@ -5,7 +5,8 @@
 ``DISTRIBUTOR_DAGSTER_NAME_PREFIX``, ``DISTRIBUTOR_DAGSTER_AUTOMATION`` (``sensors`` or ``eager``)
 ``DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS`` (comma-separated check names, ``none`` for none) and
 ``DISTRIBUTOR_DAGSTER_DIGEST_CHECKS`` (``true``/``false``: the opt-in ``outputs_match_digests``
-check) set options. Every failure names the variable.
+check) and ``DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN`` (bundles one run publishes at most when many
+are published at once) set options. Every failure names the variable.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ OPTION_VARIABLES = {
     "automation": "DISTRIBUTOR_DAGSTER_AUTOMATION",
     "blocking_checks": "DISTRIBUTOR_DAGSTER_BLOCKING_CHECKS",
     "digest_checks": "DISTRIBUTOR_DAGSTER_DIGEST_CHECKS",
+    "bundles_per_run": "DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN",
 }
+#: options given as whole numbers
+NUMBERS = ("sensor_interval", "bundles_per_run")
 
 
 class DistributorConfigError(Exception):
@@ -41,11 +45,11 @@ def options_from_environment(environ: Mapping[str, str]) -> dict[str, object]:
         value = environ.get(variable)
         if not value:
             continue
-        if option == "sensor_interval":
+        if option in NUMBERS:
             try:
                 options[option] = int(value)
             except ValueError:
-                raise DistributorConfigError(f"{variable} must be a number of seconds, got {value!r}") from None
+                raise DistributorConfigError(f"{variable} must be a whole number, got {value!r}") from None
         else:
             options[option] = value
     return options
@@ -60,7 +64,7 @@ def definitions_from_environment(environ: Mapping[str, str] | None = None) -> dg
             f"e.g. {CONFIG_VARIABLE}=examples/local-publish.yml"
         )
     options = options_from_environment(environ)
-    for option in ("automation", "blocking_checks", "digest_checks"):
+    for option in ("automation", "blocking_checks", "digest_checks", "bundles_per_run"):
         if option in options:
             try:
                 BuildOptions.create(**{option: options[option]})  # type: ignore[arg-type]

@@ -20,7 +20,6 @@ eager automation condition publishes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import dagster as dg
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
@@ -39,9 +38,6 @@ from distributor_dagster.sensors.source_scan import Cursor, Scan, scan_source
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceView
 from distributor_dagster.versions import DATA_VERSION_TAG
-
-if TYPE_CHECKING:
-    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 #: Partitions asked for their last observed digest per query.
 _CHUNK = 500
@@ -87,9 +83,7 @@ def partition_requests(
     return [dg.RunRequest.for_asset_graph_subset(subset, tags=tags)]
 
 
-def watch_sensor(
-    site: Site, pipeline: Pipeline, names: PipelineNames, job: UnresolvedAssetJobDefinition
-) -> dg.SensorDefinition:
+def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.SensorDefinition:
     backend = pipeline.source.backend
     options = site.options
     source_key = dg.AssetKey(list(names.source_key))
@@ -99,16 +93,17 @@ def watch_sensor(
     what = (
         "Observes the {backend} source of pipeline {pipeline} (its destination assets publish by their eager "
         "automation condition)" if options.eager else
-        "Publishes each new or changed bundle in the {backend} source of pipeline {pipeline} ({job}), "
-        "and observes the source"
+        "Publishes each new or changed bundle in the {backend} source of pipeline {pipeline} to its "
+        "destination assets, and observes the source"
     )
 
     @dg.sensor(
         name=names.watch_sensor,
-        job=job,
+        # an asset selection, not the job: a sensor may request a backfill only for its assets
+        asset_selection=dg.AssetSelection.assets(*(dg.AssetKey(list(d.asset_key)) for d in names.destinations)),
         minimum_interval_seconds=options.sensor_interval,
         default_status=options.default_sensor_status,
-        description=what.format(backend=backend, pipeline=pipeline.id, job=names.publish_job) + ".",
+        description=what.format(backend=backend, pipeline=pipeline.id) + ".",
     )
     def watch(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         ensure_site_pools(context, site)

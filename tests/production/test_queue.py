@@ -2,12 +2,13 @@
 PostgreSQL (issue 13, item 3; resolutions B1).
 
 Two pipelines publish into one destination root; each source holds two bundles when the daemon
-starts, so the watch sensors enqueue four publish runs at once. Every claim is read from the run
+starts, so each watch sensor requests a backfill of both bundles, which the daemon splits into
+runs of one bundle each (``DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN=1``): four publish runs at once. Every claim is read from the run
 events Dagster stored (enqueued, dequeued = STARTING, step start/end, end of run), never from
 how long something took: the root's pool lets one run at a time write it, the pipeline tag lets
 one run per pipeline run at a time, and a run waiting for the root stays QUEUED (no process, no
 step) until the run holding it has ended. The runs are of ``publish_<p>``, the asset job of the
-pipeline's graph-backed multi-asset; its steps are ``<p>.execute_www`` and so on.
+pipeline's graph-backed multi-asset; its steps are ``<p>.publish_www`` and so on.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
             "destinations": [{"id": "www", "backend": "local", "path": str(shared)}],
         })
     deployment.write_config({"pipelines": pipelines})
+    deployment.env["DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN"] = "1"
 
     with deployment.instance() as instance, deployment.running() as up:
         runs = wait_for(lambda: (found := runs_tagged(instance)) and len(found) >= 4 and found,
@@ -70,7 +72,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
         for index in (1, 2):
             assert (shared / f"{pipeline}{index}" / "page.txt").read_text() == f"{pipeline} {index}\n"
     assert sorted(life.pipeline for life in lives) == ["alpha", "alpha", "beta", "beta"]
-    assert all(f"{life.pipeline}.execute_www" in life.steps for life in lives)
+    assert all(f"{life.pipeline}.publish_www" in life.steps for life in lives)
 
     def held(life: Lifecycle) -> tuple[float, float]:
         return (life.dequeued, life.finished)
@@ -79,7 +81,7 @@ def test_four_runs_over_two_pipelines_sharing_a_root(deployment: Deployment) -> 
     # execute steps
     for a, b in itertools.combinations(lives, 2):
         assert not _overlap(held(a), held(b)), (a, b)
-        assert not _overlap(a.step("execute_www"), b.step("execute_www")), (a, b)
+        assert not _overlap(a.step("publish_www"), b.step("publish_www")), (a, b)
     # the tag limit: one run per pipeline at a time
     for a, b in itertools.combinations(lives, 2):
         if a.pipeline == b.pipeline:
