@@ -29,6 +29,7 @@ SCENARIOS = {
     "P9": "bench.p9_sftp",
     "P10": "bench.p10_upload_latency",
     "P11": "bench.p11_audit",
+    "P12": "bench.p12_dagster_bundles",
 }
 
 

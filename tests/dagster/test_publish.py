@@ -463,3 +463,30 @@ def test_execute_records_both_actions_when_the_plan_changed_before_the_lock(tmp_
     assert event.tags["dagster/data_version"] == digest
     assert event.tags["dagster/input_data_version/p"] == digest
     assert event.tags["dagster/input_event_pointer/p"] == "7"
+
+
+def test_a_run_over_a_range_of_partitions_publishes_each_bundle_as_its_own_partition(
+    tmp_path: Path, source: Path
+) -> None:
+    """What a backfill's runs are (the assets' backfill policy: up to ``bundles_per_run`` bundles
+    in one run): each bundle of the range published, materialized and checked as its partition."""
+    config = write_config(tmp_path, CONFIG.format(out="out"))
+    defs = build_definitions(config, clock=frozen_clock)
+    job = defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection={dg.AssetKey([GRAPH, "archive"]), dg.AssetKey([GRAPH, "html_site"])}
+    )
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("reports_daily__bundles", ["2026-06-07", "2026-06-08"])
+        result = job.execute_in_process(
+            instance=instance,
+            tags={"dagster/asset_partition_range_start": "2026-06-07", "dagster/asset_partition_range_end": "2026-06-08"},
+        )
+        assert result.success
+        assert sorted((e.asset_key.path[-1], e.partition) for e in materializations(result)) == [
+            ("archive", "2026-06-07"), ("archive", "2026-06-08"), ("html_site", "2026-06-07"), ("html_site", "2026-06-08"),
+        ]
+        checked = {(e.asset_key.path[-1], e.partition) for e in check_evaluations(result) if e.asset_key != SOURCE}
+        assert checked == {(d, p) for d in ("archive", "html_site") for p in ("2026-06-07", "2026-06-08")}
+        assert instance.get_materialized_partitions(dg.AssetKey([GRAPH, "archive"])) == {"2026-06-07", "2026-06-08"}
+    assert (tmp_path / "out" / "site" / "2026-06-08" / "report.html").is_file()
+    assert not (tmp_path / "out" / "latest").exists()  # not selected
