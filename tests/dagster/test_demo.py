@@ -45,6 +45,6 @@ def test_demo_job_publishes_the_example_bundle_then_skips(tmp_path: Path) -> Non
         materialized = [r.asset_materialization for r in instance.fetch_materializations(key, limit=10).records]
         assert [m.partition for m in materialized] == [".", "."]
         assert [m.metadata["action"].value for m in materialized] == ["skip_same", "publish_new"]
-        assert [m.metadata["bytes_written"].value for m in materialized][0] == 0
+        assert materialized[0].metadata["bytes_written"].value == 0
         assert materialized[0].tags["dagster/data_version"] == materialized[1].tags["dagster/data_version"]
         assert instance.get_materialized_partitions(key) == {"."}

@@ -479,11 +479,13 @@ def test_a_run_over_a_range_of_partitions_publishes_each_bundle_as_its_own_parti
         instance.add_dynamic_partitions("reports_daily__bundles", ["2026-06-07", "2026-06-08"])
         result = job.execute_in_process(
             instance=instance,
-            tags={"dagster/asset_partition_range_start": "2026-06-07", "dagster/asset_partition_range_end": "2026-06-08"},
+            tags={"dagster/asset_partition_range_start": "2026-06-07",
+                  "dagster/asset_partition_range_end": "2026-06-08"},
         )
         assert result.success
         assert sorted((e.asset_key.path[-1], e.partition) for e in materializations(result)) == [
-            ("archive", "2026-06-07"), ("archive", "2026-06-08"), ("html_site", "2026-06-07"), ("html_site", "2026-06-08"),
+            ("archive", "2026-06-07"), ("archive", "2026-06-08"),
+            ("html_site", "2026-06-07"), ("html_site", "2026-06-08"),
         ]
         checked = {(e.asset_key.path[-1], e.partition) for e in check_evaluations(result) if e.asset_key != SOURCE}
         assert checked == {(d, p) for d in ("archive", "html_site") for p in ("2026-06-07", "2026-06-08")}

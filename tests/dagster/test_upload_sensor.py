@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import timedelta
 import socket
 import tarfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg

@@ -228,7 +228,7 @@ def test_5_a_corrupt_bundle_fails_only_its_source_check(site: Site) -> None:
     corrupt = day(site.root, DAYS[2], "third")
     (corrupt / "report.md").write_text("# 2026-06-09\n\nTHIRD\n")  # same size, other bytes
     tick = site.sensor_tick()
-    (request,) = [r for r in tick.run_requests if r.partition_key == DAYS[2]]
+    assert [r.partition_key for r in tick.run_requests] == [DAYS[2]]
     run = site.run([ARCHIVE, SITE], partition=DAYS[2])
     assert run["status"] == "SUCCESS", site.server.log_text()
     nodes = site.assets(DAYS[:3])

@@ -3,7 +3,8 @@ PostgreSQL (issue 13, item 3; resolutions B1).
 
 Two pipelines publish into one destination root; each source holds two bundles when the daemon
 starts, so each watch sensor requests a backfill of both bundles, which the daemon splits into
-runs of one bundle each (``DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN=1``): four publish runs at once. Every claim is read from the run
+runs of one bundle each (``DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN=1``): four publish runs at
+once. Every claim is read from the run
 events Dagster stored (enqueued, dequeued = STARTING, step start/end, end of run), never from
 how long something took: the root's pool lets one run at a time write it, the pipeline tag lets
 one run per pipeline run at a time, and a run waiting for the root stays QUEUED (no process, no
