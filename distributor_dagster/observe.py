@@ -34,7 +34,7 @@ from distributor_dagster.names import PipelineNames
 from distributor_dagster.partitions import add_partitions, bundle_key, bundle_path, keyed
 from distributor_dagster.sensors.staging_scan import staged_records, uploads_view
 from distributor_dagster.site import Site
-from distributor_dagster.sources import SourceView, newest, read_bundles
+from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
 
 
 def _validate(pipeline: Pipeline, source: Storage, path: str) -> Outcome:
@@ -82,7 +82,7 @@ def observe_source(
         seen, problems = read_bundles(source, paths)
         for problem in problems:
             context.log.warning(f"unreadable: {problem}")
-        view = SourceView.of(seen)
+        view = SourceSnapshot.of(seen)
         context.log.info(view.description() if keys is None else f"{len(seen)} bundle(s) observed")
         if not names.partitioned:
             yield view.observe_result(key)
@@ -119,6 +119,6 @@ def observe_newest(context: Any, site: Site, pipeline: Pipeline, names: Pipeline
         seen, problems = read_bundles(source)
     for problem in problems:
         context.log.warning(f"unreadable: {problem}")
-    view = SourceView.of(seen)
+    view = SourceSnapshot.of(seen)
     context.log.info(view.description())
     yield view.observe_result(dg.AssetKey(list(names.newest_key)))

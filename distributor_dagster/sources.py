@@ -7,7 +7,7 @@ read at (mtime or ETag) and the bundle's identity. An unpartitioned source (only
 pipeline are observed as a whole: the data version is the newest bundle's digest, with the bundle
 count and the newest bundle's path, id, digest and ``created`` time. The watch and uploads
 sensors, the publish runs' ``discover`` step and the source asset's own observe function (the
-"Observe" button) all describe a source through :class:`Seen` and :class:`SourceView`.
+"Observe" button) all describe a source through :class:`Seen` and :class:`SourceSnapshot`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def newest(bundles: Iterable[Seen]) -> Seen | None:
 
 
 @dataclass(frozen=True)
-class SourceView:
+class SourceSnapshot:
     """What one observation says about a source."""
 
     #: bundles in the source; for an upload staging area, uploads admitted so far (highest ``seq``)
@@ -81,7 +81,7 @@ class SourceView:
     noun: str = "bundle"
 
     @classmethod
-    def of(cls, bundles: Sequence[Seen], noun: str = "bundle") -> SourceView:
+    def of(cls, bundles: Sequence[Seen], noun: str = "bundle") -> SourceSnapshot:
         return cls(len(bundles), newest(bundles), noun)
 
     @property

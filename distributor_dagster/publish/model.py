@@ -33,7 +33,7 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Selection:
+class RunScope:
     """What ``discover`` decided: the bundles, the target destinations and the run flags.
 
     ``destinations`` are the ids this run publishes to (config order): the selected destination
@@ -83,7 +83,7 @@ class Validated:
     """The ``validate`` step's result: the valid bundles in order, and one error per invalid one
     (``item``, message). Invalid bundles are the source's problem: destinations never see them."""
 
-    selection: Selection
+    selection: RunScope
     valid: tuple[Valid, ...] = ()
     invalid: tuple[tuple[Item, str], ...] = ()
 

@@ -28,9 +28,9 @@ from distributor_dagster.names import GraphNames, PipelineNames
 from distributor_dagster.partitions import add_partitions, bundle_key, bundle_path, key_problem, keyed
 from distributor_dagster.publish import uploads
 from distributor_dagster.publish.config import BundlePublishConfig, PublishConfig, UploadPublishConfig
-from distributor_dagster.publish.model import Item, Selection, Valid, Validated
+from distributor_dagster.publish.model import Item, RunScope, Valid, Validated
 from distributor_dagster.site import Site
-from distributor_dagster.sources import SourceView, newest, read_bundles
+from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
 
 PIPELINE_TAG = "distributor/pipeline"
 UPLOAD_TAG = "distributor/upload_run_id"
@@ -57,7 +57,7 @@ def tag_run(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:
         context.instance.add_run_tags(context.run_id, missing)
 
 
-def tag_uploads(context: dg.OpExecutionContext, selection: Selection) -> None:
+def tag_uploads(context: dg.OpExecutionContext, selection: RunScope) -> None:
     """Tag a run that publishes one upload with it (``GET /runs/<id>`` follows the run by it)."""
     if len(selection.upload_run_ids) == 1:
         tag_run(context, {PIPELINE_TAG: selection.pipeline_id, UPLOAD_TAG: selection.upload_run_ids[0]})
@@ -115,7 +115,7 @@ def _bundle_items(
     seen, problems = read_bundles(source, paths)
     for problem in problems:  # validate reports it on the source check
         context.log.warning(f"unreadable manifest: {problem}")
-    view = SourceView.of(seen) if listed_all else None
+    view = SourceSnapshot.of(seen) if listed_all else None
     if not graph.partitioned and config.bundle_path is None:
         chosen = newest(seen)  # what a fixed destination publishes: the newest bundle
         paths = [chosen.path] if chosen is not None else []
@@ -138,7 +138,7 @@ def _bundle_items(
             context.log_event(view.observation(dg.AssetKey(list(whole))))
         context.log.info(f"source: {view.description()}")
     elif not pnames.partitioned and seen:
-        context.log_event(SourceView.of(seen).observation(source_key))
+        context.log_event(SourceSnapshot.of(seen).observation(source_key))
     return paths
 
 
@@ -166,17 +166,17 @@ def _upload_items(
 def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
     config_type = UploadPublishConfig if pipeline.is_upload else BundlePublishConfig
 
-    def discover(context: dg.OpExecutionContext, config) -> Selection:  # type: ignore[no-untyped-def]
+    def discover(context: dg.OpExecutionContext, config) -> RunScope:  # type: ignore[no-untyped-def]
         targets = _targets(context, pipeline, pnames, graph, config)
         flags = {"dry_run": config.dry_run, "force": config.force, "republish": config.republish}
         if not targets:
             context.log.info("no destination asset is selected: this run only evaluates asset checks")
-            return Selection(pipeline_id=pipeline.id, items=(), **flags)
+            return RunScope(pipeline_id=pipeline.id, items=(), **flags)
         destinations = tuple(d.id for d in targets)
         tag_run(context, {PIPELINE_TAG: pipeline.id})
         context.log.info("destinations: " + ", ".join(destinations))
         if pipeline.is_upload:
-            selection = Selection(pipeline.id, tuple(_upload_items(context, site, pipeline, config)),
+            selection = RunScope(pipeline.id, tuple(_upload_items(context, site, pipeline, config)),
                                   destinations, **flags)
             tag_uploads(context, selection)
             return selection
@@ -191,7 +191,7 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             f"{len(paths)} bundle(s) from the {pipeline.source.backend} source: "
             + (", ".join(lp.display_path(p) for p in paths[:50]) or "none") + (" ..." if len(paths) > 50 else "")
         )
-        return Selection(pipeline.id, tuple(Item(path) for path in paths), destinations, **flags)
+        return RunScope(pipeline.id, tuple(Item(path) for path in paths), destinations, **flags)
 
     discover.__annotations__["config"] = config_type
     return dg.op(
@@ -214,7 +214,7 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
         f"that fails is the source's problem: the source check {SOURCE_CHECK} fails for it, naming the file "
         "and both digests, and no destination sees it.",
     )
-    def validate(context: dg.OpExecutionContext, selection: Selection):  # type: ignore[no-untyped-def]
+    def validate(context: dg.OpExecutionContext, selection: RunScope):  # type: ignore[no-untyped-def]
         if not selection.destinations:
             yield dg.Output(Validated(selection))
             return

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from distributor_core import staging
-from distributor_dagster.sources import Seen, SourceView, seen_upload
+from distributor_dagster.sources import Seen, SourceSnapshot, seen_upload
 
 CURSOR_VERSION = 1
 #: Records whose run id stamp is this much older than the cursor's are not read again.
@@ -188,10 +188,10 @@ def staged_records(staging_path: Path, *, errors: list[tuple[str, str]]) -> list
     return staging.list_records(staging_path, errors=errors)
 
 
-def uploads_view(records: Sequence[staging.UploadRecord], admitted: int | None = None) -> SourceView:
+def uploads_view(records: Sequence[staging.UploadRecord], admitted: int | None = None) -> SourceSnapshot:
     """The staging area as observed through ``records`` (admission order): the newest upload is
     the last one with a readable manifest identity; ``admitted`` defaults to the highest ``seq``."""
     seen = [s for s in (seen_upload(r.run_id, r.manifest) for r in records) if s is not None]
     last: Seen | None = seen[-1] if seen else None
     count = admitted if admitted is not None else max((r.seq for r in records), default=0)
-    return SourceView(count, last, noun="upload")
+    return SourceSnapshot(count, last, noun="upload")

@@ -36,7 +36,7 @@ from distributor_dagster.partitions import bundle_key, bundle_path, key_problem
 from distributor_dagster.pools import ensure_site_pools
 from distributor_dagster.sensors.source_scan import Cursor, Scan, scan_source
 from distributor_dagster.site import Site
-from distributor_dagster.sources import SourceView
+from distributor_dagster.sources import SourceSnapshot
 from distributor_dagster.versions import DATA_VERSION_TAG
 
 #: Partitions asked for their last observed digest per query.
@@ -151,7 +151,7 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
         observed_as = cursor.observed
         if not scan.partial:
             newest = scan.cursor.newest
-            view = SourceView(scan.count, newest.seen() if newest is not None else None)
+            view = SourceSnapshot(scan.count, newest.seen() if newest is not None else None)
             observed_as = f"{view.data_version} {view.bundle_count}"
             if observed_as != cursor.observed and (names.newest_key is not None or not partitioned):
                 events.append(view.observation(whole_key))
