@@ -134,3 +134,13 @@ def test_a_newly_observed_bundle_requests_the_destinations_without_a_publish_run
     apply_tick(instance, later)
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
     assert {key: result.get_requested_partitions(key) for key in (ARCHIVE, COPY)} == {ARCHIVE: {"d2"}, COPY: {"d2"}}
+    assert job.execute_in_process(instance=instance, partition_key="d2").success
+    keys, cursor = requested(defs, instance, result.cursor)
+    assert keys == set()
+
+    # a re-issue of d1: automation republishes exactly that partition (issue 24 item 3)
+    make_bundle(tmp_path / "source" / "d1", "reports", {"r.md": "# one, fixed\n"}, created=FROZEN + timedelta(hours=1))
+    reissued = watch(dg.build_sensor_context(cursor=later.cursor, instance=instance, definitions=defs))
+    apply_tick(instance, reissued)
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+    assert {key: result.get_requested_partitions(key) for key in (ARCHIVE, COPY)} == {ARCHIVE: {"d1"}, COPY: {"d1"}}
