@@ -3,38 +3,43 @@
 
     .venv/bin/python scripts/screenshots.py            # writes docs/images/dagster-*.png
 
-What it does, as a data team would, in a throwaway work directory (source, config, outputs and
-``DAGSTER_HOME`` all inside it): a source of dated bundle folders ``2026-06-07/`` and
-``2026-06-08/`` (each a ``report.md`` and its manifest) and a config ``distributor.yml`` with one
-pipeline ``reports.daily`` publishing to ``archive`` (``preserve_relative``: partitioned by
-bundle), ``latest`` (``fixed``: unpartitioned, fed by the ``newest`` view) and ``site`` (Markdown
-rendered to HTML, partitioned). It starts ``dagster dev -w workspace.yaml`` on 127.0.0.1 with
-``DISTRIBUTOR_CONFIG`` pointing at that config, then:
+What it does, as a data team would, in a throwaway work directory (``$TMPDIR/distributor-screenshots``,
+emptied first; source, config, outputs and ``DAGSTER_HOME`` all inside it): a source of dated
+bundle folders ``2026-06-07/`` and ``2026-06-08/`` (each a ``report.md`` and its manifest) and a
+config ``distributor.yml`` with one pipeline ``reports.daily`` publishing to ``archive``
+(``preserve_relative``: partitioned by bundle), ``latest`` (``fixed``: unpartitioned, fed by the
+``newest`` view) and ``site`` (Markdown rendered to HTML, partitioned). It starts ``dagster dev -w
+workspace.yaml`` on 127.0.0.1 with ``DISTRIBUTOR_CONFIG`` pointing at that config, then:
 
 1. runs one tick of the watch sensor ``watch_reports_daily`` in-process against the instance and
    applies it as the daemon would (partitions added, observations stored; its run requests are
    not launched), then launches the job ``publish_reports_daily`` over GraphQL (every bundle);
 2. re-issues ``2026-06-07`` (new text, ``created`` one hour later, still older than
    ``2026-06-08``) and ticks again: partition ``2026-06-07`` of ``archive`` and ``site`` is stale;
+   the shot of ``latest`` is taken here (it holds the newest bundle, ``2026-06-08``);
 3. adds a corrupt ``2026-06-09`` (a file changed after its manifest was written, same size), ticks,
    and materializes ``archive`` and ``site`` for partition ``2026-06-09`` (what the UI's
    Materialize sends): the source check ``bundle_valid`` fails for that partition only;
 
 and takes PNG screenshots with headless Chromium (Debian's ``chromium``) of
 
-- ``dagster-asset-graph.png``: the pipeline's lineage: source, newest view, three destinations;
-- ``dagster-partitions.png``: the Partitions tab of ``reports_daily/archive``;
-- ``dagster-stale-partition.png``: the archive's stale partition ``2026-06-07``;
-- ``dagster-asset-event.png``: a partition's materialization event (data version = bundle digest);
-- ``dagster-asset-checks.png``: the archive's Checks tab (checks per partition);
-- ``dagster-source-check.png``: the source check ``bundle_valid`` failing for ``2026-06-09``;
-- ``dagster-latest.png``: the fixed destination ``reports_daily/latest`` (the newest bundle).
+- ``dagster-asset-graph.png``: the group's lineage at the end: source, newest view, three destinations;
+- ``dagster-partitions.png``: the Partitions tab of ``reports_daily/archive``, ``2026-06-07`` selected
+  (Materialized, Unsynced);
+- ``dagster-stale-partition.png``: the same, with the cause of its "Unsynced" opened;
+- ``dagster-asset-event.png``: the archive's newest materialization event (metadata; tags with
+  ``data_version`` = ``source_digest``);
+- ``dagster-asset-checks.png``: the archive's Checks tab, the blocking check per partition;
+- ``dagster-source-check.png``: the source check ``bundle_valid`` failing for ``2026-06-09`` (file and
+  both digests);
+- ``dagster-latest.png``: the fixed destination ``reports_daily/latest`` after step 2 (holding
+  ``2026-06-08``, the newest bundle).
 
 Chromium runs through playwright-core (npm, installed into a temporary directory on first use,
 ``executablePath=/usr/bin/chromium``), because the UI is a single-page app that keeps polling:
 a plain ``chromium --headless --screenshot`` either never settles under ``--virtual-time-budget``
-or captures the loading spinner. Options: ``--chromium PATH``, ``--out DIR``, ``--keep`` (leave
-``dagster dev`` running and print its URL and work directory).
+or captures the loading spinner. Options: ``--chromium PATH``, ``--out DIR``, ``--work DIR``, ``--keep``
+(leave ``dagster dev`` running and print its URL and work directory).
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ import sys
 import tempfile
 import textwrap
 import time
+import urllib.parse
 import urllib.request
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -108,27 +115,27 @@ const { chromium } = require('playwright-core');
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
            '--disable-sync', '--no-first-run'],
   });
+  const find = (page, step) => {
+    // the UI keeps hidden copies of some labels (to measure them): only visible ones are clickable
+    const found = page.getByText(step.text, { exact: step.exact !== false }).and(page.locator(':visible'));
+    return step.last ? found.last() : found.nth(step.nth || 0);
+  };
   for (const shot of shots) {
     const page = await browser.newPage({ viewport: { width: 1400, height: shot.height || 800 } });
     await page.goto(shot.url, { waitUntil: 'networkidle', timeout: 120000 }).catch(() => {});
     // The asset live data (events, partitions, check results) arrives after the page: wait for its text.
-    for (const text of [].concat(shot.waitFor || [])) {
+    for (const text of shot.waitFor || []) {
       await page.getByText(text, { exact: false }).first().waitFor({ timeout: 120000 });
     }
-    for (const text of shot.click || []) {
-      await page.getByText(text, { exact: true }).first().click();
+    for (const step of shot.click || []) {
+      await find(page, step).click({ timeout: 60000 });
       await page.waitForTimeout(1500);
     }
-    for (const text of [].concat(shot.waitAfter || [])) {
+    for (const text of shot.waitAfter || []) {
       await page.getByText(text, { exact: false }).first().waitFor({ timeout: 120000 });
     }
-    if (shot.scrollTo) {
-      const target = page.getByText(shot.scrollTo, { exact: true }).first();
-      await target.waitFor({ timeout: 30000 });
-      await target.evaluate((el) => el.scrollIntoView({ block: 'center' }));
-    }
     await page.waitForTimeout(shot.settle || 2500);
-    await page.screenshot({ path: shot.path, fullPage: false });
+    await page.screenshot({ path: shot.path });
     console.log('wrote ' + shot.path);
     await page.close();
   }
@@ -190,7 +197,9 @@ def sensor_tick(work: Path, home: Path) -> None:
 
     from distributor_dagster.location import definitions_from_environment
 
-    defs = definitions_from_environment({"DISTRIBUTOR_CONFIG": str(work / "distributor.yml")})
+    with warnings.catch_warnings():  # Dagster's preview warnings at load (the code location logs them)
+        warnings.simplefilter("ignore")
+        defs = definitions_from_environment({"DISTRIBUTOR_CONFIG": str(work / "distributor.yml")})
     sensor = defs.resolve_sensor_def(SENSOR)
     cursor_file = work / "sensor-cursor"
     cursor = cursor_file.read_text() if cursor_file.exists() else None
@@ -255,30 +264,54 @@ def shoot(chromium: str, shots: list[dict], cache: Path) -> None:
     subprocess.run(["node", str(script), chromium, json.dumps(shots)], check=True, cwd=directory)
 
 
-def scenario(url: str, work: Path, home: Path) -> None:
-    source = work / "source"
+def page(url: str, key: list[str], view: str = "", **params: str) -> str:
+    """The UI page of asset ``key`` (its tab ``view``: partitions, events, checks)."""
+    query = urllib.parse.urlencode(({"view": view} if view else {}) | params)
+    return f"{url}/assets/{'/'.join(key)}" + (f"?{query}" if query else "")
+
+
+def publish_and_reissue(url: str, work: Path, home: Path, out: Path) -> list[dict]:
+    """Steps 1 and 2; the shots of that moment (the fixed destination holds the newest bundle)."""
     sensor_tick(work, home)  # the two bundles become partitions, each observed with its digest
     launch(url, job=JOB)  # publishes every bundle to every destination
-    bundle(source, DAYS[0], "Corrected figures.", hours=1)  # re-issued, still older than 2026-06-08
+    bundle(work / "source", DAYS[0], "Corrected figures.", hours=1)  # re-issued, still older than 2026-06-08
     sensor_tick(work, home)  # partition 2026-06-07 observed with its new digest: stale downstream
-    corrupt = bundle(source, DAYS[2], "third issue")
-    (corrupt / "report.md").write_text(f"# Daily report {DAYS[2]}\n\nTHIRD ISSUE\n", encoding="utf-8")
+    return [
+        # the fixed destination: unpartitioned, materialized with the newest bundle (2026-06-08), checks 3/3
+        {"url": page(url, LATEST), "path": str(out / "dagster-latest.png"), "height": 1350,
+         "waitFor": ["Latest check results", "publish_new"]},
+    ]
+
+
+def corrupt_bundle(url: str, work: Path, home: Path, out: Path) -> list[dict]:
+    """Step 3; the shots of the end state."""
+    report = bundle(work / "source", DAYS[2], "Third issue.") / "report.md"
+    report.write_text(report.read_text(encoding="utf-8").upper(), encoding="utf-8")  # other bytes, same size
     sensor_tick(work, home)
     launch(url, assets=[ARCHIVE, SITE], partition=DAYS[2])  # bundle_valid fails for 2026-06-09
-
-
-def shots_for(url: str, out: Path) -> list[dict]:
-    assets = f"{url}/assets"
-    archive = f"{assets}/{'/'.join(ARCHIVE)}"
+    stale = {"url": page(url, ARCHIVE, "partitions", partition=DAYS[0]), "waitFor": ["Unsynced (1)", "publish_new"]}
     return [
-        {"url": f"{url}/asset-groups/{GROUP}/lineage", "path": str(out / "dagster-asset-graph.png"),
-         "waitFor": "Materialized"},
-        {"url": f"{archive}?view=partitions", "path": str(out / "dagster-partitions.png"), "waitFor": DAYS[0]},
-        {"url": f"{archive}?view=events", "path": str(out / "dagster-asset-event.png"), "waitFor": "Materialized"},
-        {"url": f"{archive}?view=checks", "path": str(out / "dagster-asset-checks.png"), "waitFor": "state_valid"},
-        {"url": f"{assets}/{'/'.join(SOURCE)}?view=checks", "path": str(out / "dagster-source-check.png"),
-         "waitFor": "bundle_valid"},
-        {"url": f"{assets}/{'/'.join(LATEST)}", "path": str(out / "dagster-latest.png"), "waitFor": "Materialized"},
+        # the group's lineage: source (partitioned, observable), newest view, three destinations
+        {"url": f"{url}/locations/distributor/asset-groups/{GROUP}/lineage",
+         "path": str(out / "dagster-asset-graph.png"), "waitFor": ["Observed", "Materialized", "filled"]},
+        # the archive's partitions, 2026-06-07 selected: materialized, unsynced (re-issued since)
+        {**stale, "path": str(out / "dagster-partitions.png")},
+        # the same partition with the cause of its "Unsynced" status opened
+        {**stale, "path": str(out / "dagster-stale-partition.png"), "click": [{"text": "Unsynced (1)"}],
+         "waitAfter": ["upstream data version change"]},
+        # the newest materialization event of the archive: metadata, and data_version = source_digest in its tags
+        # (navigation hidden, so that the digests fit)
+        {"url": page(url, ARCHIVE, "events"), "path": str(out / "dagster-asset-event.png"), "height": 1400,
+         "waitFor": ["materialized in run"],
+         "click": [{"text": "Hide navigation"}, {"text": "Show tags", "exact": False}],
+         "waitAfter": ["data_version_is_user_provided"]},
+        # the archive's checks, per partition: the blocking check's partitions and one partition's result
+        {"url": page(url, ARCHIVE, "checks"), "path": str(out / "dagster-asset-checks.png"), "height": 900,
+         "waitFor": ["state_valid", "Latest execution"],
+         "click": [{"text": "Partitions", "nth": 1}, {"text": DAYS[1], "last": True}], "waitAfter": ["checked_count"]},
+        # the source check failing for the corrupt bundle, naming the file and both digests
+        {"url": page(url, SOURCE, "checks"), "path": str(out / "dagster-source-check.png"), "height": 900,
+         "waitFor": ["does not match manifest", "expected"]},
     ]
 
 
@@ -286,11 +319,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "images")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "distributor-screenshots",
+                        help="throwaway work directory (emptied first; its path shows in the shots)")
     parser.add_argument("--keep", action="store_true", help="leave dagster dev running")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))  # distributor_core / distributor_dagster from this checkout
 
-    work = Path(tempfile.mkdtemp(prefix="distributor-screenshots-"))
+    work = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     home = work / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(INSTANCE_YAML)
@@ -311,18 +348,25 @@ def main() -> int:
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
+    keep = False
     try:
         wait_loaded(url, proc)
         # Dagster's "Join the community" dialog would cover every shot: mark it seen, as its Skip does.
         graphql(url, "mutation { setNuxSeen }")
-        scenario(url, work, home)
+        args.out.mkdir(parents=True, exist_ok=True)
+        cache = Path(tempfile.gettempdir()) / "distributor-playwright"
+        shoot(args.chromium, publish_and_reissue(url, work, home, args.out), cache)
+        shoot(args.chromium, corrupt_bundle(url, work, home, args.out), cache)
         if args.keep:
             print(f"dagster dev keeps running at {url} (work dir {work}); stop it with: kill -- -{proc.pid}")
-            return 0
-        args.out.mkdir(parents=True, exist_ok=True)
-        shoot(args.chromium, shots_for(url, args.out), Path(tempfile.gettempdir()) / "distributor-playwright")
+            keep = True
+    except BaseException:
+        log.flush()
+        print("screenshots: the end of dagster dev's log:", file=sys.stderr)
+        print((work / "dagster-dev.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+        raise
     finally:
-        if not args.keep:
+        if not keep:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=30)
