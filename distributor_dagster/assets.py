@@ -142,12 +142,15 @@ def source_assets(site: Site, pipeline: Pipeline, names: PipelineNames) -> list[
         )(observe)]
         if names.newest_key is not None:
             newest = newest_spec(pipeline, names)
+            newest_check = source_check_spec(newest.key, None)
+            newest_selected = dg.AssetCheckKey(newest.key, newest_check.name)
 
             def observe_view(context):  # type: ignore[no-untyped-def]
-                yield from observe_newest(context, site, pipeline, names)
+                yield from observe_newest(context, site, pipeline, names,
+                                          validate=newest_selected in context.selected_asset_check_keys)
 
             assets.append(dg.multi_observable_source_asset(
-                specs=[newest], name=names.newest_observe_op,
+                specs=[newest], name=names.newest_observe_op, check_specs=[newest_check], can_subset=True,
                 description=f"Observe the newest bundle of the source of {pipeline.id}.",
             )(observe_view))
     return assets

@@ -184,6 +184,19 @@ def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
     }
 
 
+def not_published(bundle_path: str, error: str, root_uri: str) -> dict[str, Outcome]:
+    """The checks of a destination path a run targeted but could not publish to because its bundle
+    failed validation, where nothing was ever published: nothing there to vouch for or against."""
+    where = lp.display_path(bundle_path)
+    text = (f"nothing is published at {where}: its bundle failed validation (the source check {SOURCE_CHECK} "
+            "says why); the destination is unchanged")
+    metadata = {"bundle_path": where, "destination_uri": path_uri(root_uri, bundle_path), "published": False,
+                "source_error": error}
+    outcomes = {name: Outcome(name, True, text, dict(metadata)) for name in CHECK_NAMES}
+    outcomes[DIGEST_CHECK] = Outcome(DIGEST_CHECK, True, text, dict(metadata))
+    return outcomes
+
+
 def evaluate_paths(
     site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: Iterable[str], root_uri: str, log: Any
 ) -> dict[str, dict[str, Outcome]]:

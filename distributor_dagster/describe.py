@@ -43,7 +43,8 @@ def destination_description(pipeline: Pipeline, destination: Destination) -> str
         how = "Materializing it publishes the uploads waiting in the staging area (to every destination of the " \
               "pipeline: an upload is published whole)."
     elif mode == "fixed":
-        how = "It holds the newest bundle; materializing it publishes the newest bundle there."
+        how = "It holds the newest bundle: materializing it publishes the newest bundle there when that bundle " \
+              "is valid (else nothing, and the source check bundle_valid says why)."
     else:
         how = "Partitioned by bundle: each partition is one bundle's publication at its own path; materializing " \
               "a partition publishes that bundle."
@@ -76,5 +77,6 @@ def source_description(pipeline: Pipeline, *, partitioned: bool = False) -> str:
 def newest_description(pipeline: Pipeline) -> str:
     return (
         f"The newest bundle of the source of pipeline {pipeline.id} (latest manifest created, ties by path): what "
-        "its fixed destinations publish. Its data version is that bundle's digest."
+        "its fixed destinations publish. Its data version is that bundle's digest; its check bundle_valid says "
+        "whether that bundle passes validation."
     )

@@ -31,8 +31,8 @@ OPTION_VARIABLES = {
     "digest_checks": "DISTRIBUTOR_DAGSTER_DIGEST_CHECKS",
     "bundles_per_run": "DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN",
 }
-#: options given as whole numbers
-NUMBERS = ("sensor_interval", "bundles_per_run")
+#: options given as whole numbers, and what the number is
+NUMBERS = {"sensor_interval": "a number of seconds", "bundles_per_run": "a whole number"}
 
 
 class DistributorConfigError(Exception):
@@ -49,7 +49,7 @@ def options_from_environment(environ: Mapping[str, str]) -> dict[str, object]:
             try:
                 options[option] = int(value)
             except ValueError:
-                raise DistributorConfigError(f"{variable} must be a whole number, got {value!r}") from None
+                raise DistributorConfigError(f"{variable} must be {NUMBERS[option]}, got {value!r}") from None
         else:
             options[option] = value
     return options

@@ -112,13 +112,22 @@ def observe_source(
                 context.log_event(outcome.evaluation(key, bundle_key(path), blocking=False))
 
 
-def observe_newest(context: Any, site: Site, pipeline: Pipeline, names: PipelineNames) -> Iterator[Any]:
-    """The observe function of the newest bundle view of a mixed pipeline."""
+def observe_newest(
+    context: Any, site: Site, pipeline: Pipeline, names: PipelineNames, *, validate: bool
+) -> Iterator[Any]:
+    """The observe function of the newest bundle view of a mixed pipeline (with ``validate``, its
+    check ``bundle_valid`` validates the newest bundle)."""
     assert names.newest_key is not None
+    key = dg.AssetKey(list(names.newest_key))
     with open_source_storage(pipeline.source, site.environment(), dry_run=True) as source:
         seen, problems = read_bundles(source)
-    for problem in problems:
-        context.log.warning(f"unreadable: {problem}")
-    view = SourceSnapshot.of(seen)
-    context.log.info(view.description())
-    yield view.observe_result(dg.AssetKey(list(names.newest_key)))
+        for problem in problems:
+            context.log.warning(f"unreadable: {problem}")
+        view = SourceSnapshot.of(seen)
+        context.log.info(view.description())
+        yield view.observe_result(key)
+        if validate:
+            chosen = newest(seen)
+            outcome = _validate(pipeline, source, chosen.path) if chosen is not None else \
+                Outcome(SOURCE_CHECK, True, "no bundle to validate", {})
+            yield outcome.result(key)

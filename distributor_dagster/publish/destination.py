@@ -27,10 +27,12 @@ from distributor_core.source import SourceBundle
 from distributor_dagster.audit import digest_outcome
 from distributor_dagster.checks import (
     DIGEST_CHECK,
+    Outcome,
     checked_paths,
     evaluate_paths,
     failed_blocking,
     latest_materialization,
+    not_published,
     run_partition_keys,
 )
 from distributor_dagster.describe import root_uri
@@ -173,11 +175,20 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     uri = root_uri(destination.storage)
     blocking = site.options.blocking_checks
     dry_run = validated.selection.dry_run
+    unpublished: dict[str, dict[str, Outcome]] = {}
     if result is not None and not dry_run:
-        # the paths the run published to (or was refused at); an invalid bundle is the source's
-        # problem, so its destination paths keep the results they have
+        # the paths the run published to (or was refused at)
         paths = [entry.destination_path for _, entry in result.entries]
-        if not paths and not names.partitioned:
+        if names.partitioned:
+            # a partition the run targeted whose bundle failed validation is the source's problem:
+            # what is published there (an earlier version) is checked as it is; a path where
+            # nothing was ever published says so instead of leaving its checks unanswered
+            for item, error in validated.invalid:
+                if latest_materialization(context.instance, asset_key, bundle_key(item.bundle_path)) is None:
+                    unpublished[item.bundle_path] = not_published(item.bundle_path, error, uri)
+                else:
+                    paths.append(item.bundle_path)
+        elif not paths:
             paths = checked_paths(context, asset_key, False)
     else:
         paths = checked_paths(context, asset_key, names.partitioned)
@@ -186,8 +197,9 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
         for path, by_name in results.items():
             by_name[DIGEST_CHECK] = digest_outcome(site, pipeline, destination, path, uri)
             context.log.info(f"{lp.display_path(path)}: {DIGEST_CHECK}: {by_name[DIGEST_CHECK].description}")
-    if not results:
-        context.log.info(f"{destination.id}: nothing to check, the asset has no materialization yet")
+    if not results and not unpublished:
+        context.log.info(f"{destination.id}: nothing to check: nothing of this run's bundles is published here")
+    results.update(unpublished)
     # a step output where Dagster planned one (an unpartitioned asset, or the one partition of the
     # run), a logged evaluation per partition otherwise
     single = run_partition_keys(context) if names.partitioned else None

@@ -206,6 +206,7 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
 
 def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
     source_key = dg.AssetKey(list(pnames.source_key))
+    newest_key = dg.AssetKey(list(pnames.newest_key)) if pnames.newest_key and not graph.partitioned else None
 
     @dg.op(
         name=graph.op("validate"),
@@ -247,6 +248,8 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
                     f"valid: {item.label} id={bundle.manifest.id} digest={bundle.manifest.digest} "
                     f"files={bundle.manifest.file_count}"
                 )
+            if newest_key is not None:  # the fixed destinations' view: is the bundle they take valid
+                yield outcome.evaluation(newest_key, None, blocking=False)
             if pnames.partitioned and key_problem(item.bundle_path) is not None:
                 continue  # no partition to report it on (discover said why)
             partition = bundle_key(item.bundle_path) if pnames.partitioned else None

@@ -42,6 +42,7 @@ def expected_names(config_path: Path) -> dict[str, set]:
         modes = {d.path_mapping.mode == "fixed" or pipeline.is_upload for d in pipeline.destinations}
         if modes == {True, False}:  # per-bundle and fixed destinations: the newest bundle view
             assets.add((p, "newest"))
+            checks.add(((p, "newest"), "bundle_valid"))
         for destination in pipeline.destinations:
             d = sanitize(destination.id)
             jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}", f"audit_{p}__{d}"}

@@ -228,7 +228,8 @@ def test_5_a_corrupt_bundle_fails_only_its_source_check(site: Site) -> None:
     corrupt = day(site.root, DAYS[2], "third")
     (corrupt / "report.md").write_text("# 2026-06-09\n\nTHIRD\n")  # same size, other bytes
     tick = site.sensor_tick()
-    assert [r.partition_key for r in tick.run_requests] == [DAYS[2]]
+    # a run of the bundle's partition, and one of the fixed destination: the newest bundle changed
+    assert sorted(r.partition_key or "" for r in tick.run_requests) == ["", DAYS[2]]
     run = site.run([ARCHIVE, SITE], partition=DAYS[2])
     assert run["status"] == "SUCCESS", site.server.log_text()
     nodes = site.assets(DAYS[:3])
@@ -244,6 +245,18 @@ def test_5_a_corrupt_bundle_fails_only_its_source_check(site: Site) -> None:
         for name, check in checks_of(node).items():
             assert check["partitionStatuses"]["failedPartitions"] == [], (key, name)
     assert not (site.root / "out" / "archive" / DAYS[2]).exists()
+    # the destination partitions the run targeted say why nothing is there (no unanswered checks)
+    (evaluation, *_) = site.check_history(ARCHIVE, "state_valid", DAYS[2])
+    assert evaluation.passed and "failed validation" in evaluation.description
+    assert evaluation.metadata["published"].value is False
+    # the fixed destination would take the corrupt bundle: its run publishes nothing, and the
+    # newest view's check says why "latest" is behind
+    latest_run = site.run([LATEST])
+    assert latest_run["status"] == "SUCCESS", site.server.log_text()
+    (newest_check, *_) = site.check_history(NEWEST, "bundle_valid", None)
+    assert newest_check.passed is False and "report.md" in newest_check.description
+    latest = site.assets()[LATEST]
+    assert latest["staleStatus"] == "STALE" and latest["dataVersion"] == digest(site, DAYS[1])
 
 
 def test_6_checks_never_vouch_for_a_refused_publication(site: Site) -> None:
