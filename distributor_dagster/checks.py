@@ -21,7 +21,9 @@ destination of it turns red.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,25 +60,36 @@ def check_specs(
     partitioned), and with ``digest`` the opt-in ``outputs_match_digests`` (never blocking);
     ``blocking`` names those whose failure (severity error) blocks downstream assets."""
     key = dg.AssetKey(list(names.asset_key))
-    specs = [
-        dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking,
-                          partitions_def=partitions)
-        for name in CHECK_NAMES
-    ]
-    if digest:
-        specs.append(dg.AssetCheckSpec(
-            DIGEST_CHECK, asset=key, partitions_def=partitions, blocking=False,
-            description="Every managed output recorded for this destination still has the recorded size and "
-            "sha256 (re-reads every byte; opt-in).",
-        ))
+    with preview_partitioned_checks():
+        specs = [
+            dg.AssetCheckSpec(name, asset=key, description=CHECK_DESCRIPTIONS[name], blocking=name in blocking,
+                              partitions_def=partitions)
+            for name in CHECK_NAMES
+        ]
+        if digest:
+            specs.append(dg.AssetCheckSpec(
+                DIGEST_CHECK, asset=key, partitions_def=partitions, blocking=False,
+                description="Every managed output recorded for this destination still has the recorded size and "
+                "sha256 (re-reads every byte; opt-in).",
+            ))
     return specs
 
 
+@contextmanager
+def preview_partitioned_checks() -> Iterator[None]:
+    """Partitioned asset checks are a preview feature of Dagster 1.13 (the dependency is pinned
+    below 1.14): its warning is said once, in docs/dagster.md, not at every load."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        yield
+
+
 def source_check_spec(key: dg.AssetKey, partitions: dg.PartitionsDefinition | None) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(
-        SOURCE_CHECK, asset=key, partitions_def=partitions,
-        description="The bundle passes validation: manifest rules, and every listed file's size and sha256.",
-    )
+    with preview_partitioned_checks():
+        return dg.AssetCheckSpec(
+            SOURCE_CHECK, asset=key, partitions_def=partitions,
+            description="The bundle passes validation: manifest rules, and every listed file's size and sha256.",
+        )
 
 
 @dataclass(frozen=True)
