@@ -3,10 +3,12 @@
 Dagster 1.13's run queue gives a pool its ``concurrency.pools.default_limit`` the first time a
 queued run needs it, but enforces the limit only from its next pass: every run that needs the new
 pool and is queued at that first pass is launched together (measured: the first runs of two
-pipelines sharing a root started at once on a fresh PostgreSQL instance). So the sensors create
-the pools of every destination root of the code location, at the default limit, on their first
-tick in a process, before they request any run. An existing pool (an operator's own limit
-included) is left alone; a deployment without ``default_limit`` gets nothing.
+pipelines sharing a root started at once on a fresh PostgreSQL instance). So each sensor creates
+the pools of its own pipeline's destination roots (computed once, when the code location loads),
+at the default limit, on its first tick in a process, before it requests any run: the runs it
+requests need no other pool. A site's pools are thus created a pipeline at a time, a few per
+tick, never all of them inside one tick. An existing pool (an operator's own limit included) is
+left alone; a deployment without ``default_limit`` gets nothing.
 
 Later ticks cost nothing: the pools are remembered per instance (its event-log storage config
 with the environment variables it reads), and the daemon's ticks, which carry an instance ref, do
@@ -23,7 +25,8 @@ from typing import Any
 
 import dagster as dg
 
-from distributor_dagster.site import Site, pool_name
+from distributor_core.config import Pipeline
+from distributor_dagster.site import pool_name
 
 _lock = threading.Lock()
 #: pools known to exist, per instance (:func:`_storage_key`)
@@ -31,13 +34,9 @@ _known: dict[Hashable, set[str]] = {}
 _ENV_REFERENCE = re.compile(r"\benv:\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def site_pools(site: Site) -> set[str]:
-    """The pool of every destination root of the code location."""
-    return {
-        pool_name(destination.storage.root_key)
-        for pipeline in site.config.pipelines
-        for destination in pipeline.destinations
-    }
+def pipeline_pools(pipeline: Pipeline) -> frozenset[str]:
+    """The pool of every destination root of one pipeline."""
+    return frozenset(pool_name(destination.storage.root_key) for destination in pipeline.destinations)
 
 
 def ensure_pools(instance: dg.DagsterInstance, pools: Iterable[str]) -> set[str]:
@@ -68,14 +67,14 @@ def _instance_key(instance: dg.DagsterInstance) -> Hashable | None:
     return _storage_key(instance.get_ref().event_storage_data)
 
 
-def ensure_site_pools(context: dg.SensorEvaluationContext, site: Site) -> None:
-    """:func:`ensure_pools` once per instance and process, from a sensor tick (nothing without an
-    instance, as under ``build_sensor_context()`` without one). The daemon's ticks carry an
-    instance ref, which identifies the instance without opening it; a context built around an
-    instance object (``build_sensor_context(instance=...)``) is identified by that instance's ref."""
+def ensure_pipeline_pools(context: dg.SensorEvaluationContext, pools: frozenset[str]) -> None:
+    """:func:`ensure_pools` of one pipeline's ``pools``, once per instance and process, from a
+    sensor tick (nothing without an instance, as under ``build_sensor_context()`` without one).
+    The daemon's ticks carry an instance ref, which identifies the instance without opening it; a
+    context built around an instance object (``build_sensor_context(instance=...)``) is identified
+    by that instance's ref."""
     ref = context.instance_ref
     key = _storage_key(ref.event_storage_data) if ref is not None else None
-    pools = site_pools(site)
     with _lock:
         if key is not None and pools <= _known.get(key, set()):
             return

@@ -19,7 +19,7 @@ import dagster as dg
 from distributor_core import staging
 from distributor_core.config import Pipeline
 from distributor_dagster.names import PipelineNames
-from distributor_dagster.pools import ensure_site_pools
+from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.publish.job import run_config
 from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging, uploads_view
 from distributor_dagster.site import Site
@@ -44,6 +44,7 @@ def uploads_sensor(
     site: Site, pipeline: Pipeline, names: PipelineNames, job: UnresolvedAssetJobDefinition
 ) -> dg.SensorDefinition:
     options = site.options
+    pools = pipeline_pools(pipeline)  # once, at load
     where = Path(os.fspath(pipeline.source.staging_path))  # type: ignore[union-attr]
     source_key = dg.AssetKey(list(names.source_key))
 
@@ -56,7 +57,7 @@ def uploads_sensor(
         f"--publisher dagster` for pipeline {pipeline.id}.",
     )
     def uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        ensure_site_pools(context, site)
+        ensure_pipeline_pools(context, pools)
         scan = scan_staging(where, UploadCursor.parse(context.cursor), max_requests=options.max_runs_per_tick)
         for run_id, error in scan.errors:
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")

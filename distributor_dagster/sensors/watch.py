@@ -33,7 +33,7 @@ from distributor_core.storage.factory import open_source_storage
 from distributor_dagster.checks import SOURCE_CHECK, Outcome
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.partitions import bundle_key, bundle_path, key_problem
-from distributor_dagster.pools import ensure_site_pools
+from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.sensors.source_scan import Cursor, Scan, scan_source
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot
@@ -86,6 +86,7 @@ def partition_requests(
 def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.SensorDefinition:
     backend = pipeline.source.backend
     options = site.options
+    pools = pipeline_pools(pipeline)  # once, at load
     source_key = dg.AssetKey(list(names.source_key))
     whole_key = dg.AssetKey(list(names.newest_key or names.source_key))
     partitioned = names.partitioned
@@ -106,7 +107,7 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
         description=what.format(backend=backend, pipeline=pipeline.id) + ".",
     )
     def watch(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        ensure_site_pools(context, site)
+        ensure_pipeline_pools(context, pools)
         cursor = Cursor.parse(context.cursor)
 
         def observed(paths: list[str]) -> Mapping[str, str]:
