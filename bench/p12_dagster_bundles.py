@@ -115,11 +115,20 @@ def main() -> c.Report:
                 result = sensor(context)
                 return result, time.perf_counter() - started
 
-            first, first_seconds = tick(None)
-            started = time.perf_counter()
-            apply_tick(instance, first)
-            applied = time.perf_counter() - started
-            steady, steady_seconds = tick(first.cursor)
+            first_seconds, applied, ticks = 0.0, 0.0, 0
+            first, cursor = None, None
+            while True:  # the backlog, as the daemon drains it: tick after tick until nothing is new
+                result, seconds = tick(cursor)
+                first = first or result
+                first_seconds += seconds
+                ticks += 1
+                started = time.perf_counter()
+                apply_tick(instance, result)
+                applied += time.perf_counter() - started
+                cursor = result.cursor
+                if not result.run_requests:
+                    break
+            steady, steady_seconds = tick(cursor)
             reissued = source / (BASE + timedelta(days=7)).strftime("%Y-%m-%d")
             _bundle(reissued, 7, "corrected", BASE + timedelta(days=7, hours=1))
             changed, changed_seconds = tick(steady.cursor)
@@ -130,16 +139,17 @@ def main() -> c.Report:
         report.add("code location load, 2,000 bundles vs none", load_full, load_empty, "s",
                    "independent of the bundle count (ratio ~1.0)", abs(load_full / load_empty - 1) < 0.15,
                    "the same config over an empty source")
-        report.add("first watch tick (2,000 new bundles)", first_seconds, naive, "s", "linear; < 60 s sensor timeout",
-                   first_seconds < 60, "list + read every manifest")
-        report.add("steady watch tick (nothing changed)", steady_seconds, naive, "s", "< the naive read",
-                   steady_seconds < naive, "list + read every manifest")
+        report.add("ticks draining 2,000 new bundles (total)", first_seconds, naive, "s",
+                   "linear; each tick < 60 s sensor timeout", first_seconds < 60, "list + read every manifest")
+        report.add("steady watch tick (nothing changed)", steady_seconds, naive, "s", "< 1 s (reads no manifest)",
+                   steady_seconds < 1.0, "list + read every manifest")
         report.add("tick after one re-issued bundle", changed_seconds, naive, "s", "< the naive read",
                    changed_seconds < naive, "list + read every manifest")
         report.notes.append(
-            f"first tick: {len(first.run_requests)} run request(s) (a backfill of the new bundles and a run of the "
-            f"fixed destination), {len(first.asset_events)} observations; the daemon's share of applying it "
-            f"(adding {partitions:,} partitions, storing the observations) took {applied:.2f} s here"
+            f"draining took {ticks} tick(s) (at most 1,000 new bundles each); the first: "
+            f"{len(first.run_requests)} run request(s) (a backfill of the new bundles and a run of the fixed "
+            f"destination), {len(first.asset_events)} observations; the daemon's share of applying the ticks "
+            f"(adding {partitions:,} partitions, storing the observations; SQLite) took {applied:.2f} s here"
         )
         report.notes.append(
             f"re-issue: {[r.partition_key for r in changed.run_requests]} requested; cursor "

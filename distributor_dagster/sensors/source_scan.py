@@ -15,8 +15,9 @@ does that) and its digest differs from the one last observed. Bundles whose mani
 read are reported. Unpartitioned pipelines (only ``fixed`` destinations) keep just the newest
 bundle in the cursor.
 
-Reading is bounded by a time budget; a bucket's hash is only committed once all of its bundles
-were looked at, so a backlog drains over several ticks, each one reading new manifests only.
+Reading is bounded by a time budget and by the number of bundles one tick hands over; a bucket's
+hash is only committed once all of its bundles were looked at, so a backlog drains over several
+ticks, each one reading new manifests only.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ CURSOR_VERSION = 3
 BUCKETS = 1024
 #: Seconds a tick may spend reading manifests before it continues on the next tick.
 READ_BUDGET = 2.0
+#: New or changed bundles one tick hands over at most (each is an observation the daemon stores
+#: and a partition it adds): a backlog drains over several ticks instead of one huge one.
+FOUND_PER_TICK = 1000
 
 
 def manifest_stamp(entry: Entry, backend: str) -> str:
@@ -201,6 +205,7 @@ def scan_source(
     observed: Callable[[list[str]], Mapping[str, str]] | None,
     limit: int = DISCOVERY_LIMIT,
     budget: float = READ_BUDGET,
+    max_found: int = FOUND_PER_TICK,
     clock: Callable[[], float] = time.monotonic,
 ) -> Scan:
     """Walk the source once and read the manifests of its dirty buckets (within ``budget``).
@@ -230,7 +235,7 @@ def scan_source(
         known = observed([bundle.path for index in dirty for bundle in members[index]])
     for index in dirty:
         group = sorted(members[index], key=lambda b: b.path)
-        if scan.read and clock() > deadline:
+        if scan.read and (clock() > deadline or len(scan.found) >= max_found):
             scan.partial = True
             break
         for bundle in group:
