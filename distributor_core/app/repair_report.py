@@ -209,6 +209,13 @@ class ReconcileStateReport(ReportExtras):
         return [*lines, *self._extra_lines(self)]
 
 
+#: what a prune of a destination without a retention policy says (it plans nothing)
+DISABLED_NOTE = (
+    "retention.prune is disabled for destination {destination}: nothing is pruned "
+    "(set retention.prune.enabled: true, with older_than and/or keep_latest, to prune)"
+)
+
+
 class PruneReport(ReportExtras):
     """Result of ``prune`` for one bundle path (interfaces §2.7, resolutions B4, C3)."""
 
@@ -252,4 +259,7 @@ class PruneReport(ReportExtras):
         )
 
     def text_lines(self, *, with_bundle: bool = False) -> list[str]:
-        return [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]
+        lines = [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]
+        if not self.enabled:
+            lines.append(DISABLED_NOTE.format(destination=self.destination_id))
+        return lines
