@@ -30,6 +30,7 @@ SCENARIOS = {
     "P10": "bench.p10_upload_latency",
     "P11": "bench.p11_audit",
     "P12": "bench.p12_dagster_bundles",
+    "P13": "bench.p13_dagster_scale",
 }
 
 

@@ -13,9 +13,7 @@ import dagster as dg
 
 from distributor_core.config import load_config
 from distributor_dagster.assets import source_assets
-from distributor_dagster.audit import audit_jobs
-from distributor_dagster.maintenance.prune_job import prune_job
-from distributor_dagster.maintenance.repair_job import repair_job
+from distributor_dagster.maintenance.jobs import maintenance_jobs
 from distributor_dagster.names import config_names
 from distributor_dagster.options import BuildOptions
 from distributor_dagster.publish.graph import publish_assets
@@ -58,10 +56,6 @@ def definitions_for(site: Site) -> dg.Definitions:
             automated.extend(publication)
         publish = publish_job(pipeline, names)
         jobs.append(publish)
-        for destination in pipeline.destinations:
-            dnames = names.destination(destination.id)
-            jobs.append(prune_job(site, pipeline, destination, dnames))
-            jobs.append(repair_job(site, pipeline, destination, dnames))
         if pipeline.is_upload:
             sensors.append(uploads_sensor(site, pipeline, names, publish))
         else:
@@ -70,7 +64,7 @@ def definitions_for(site: Site) -> dg.Definitions:
         sensors.append(automation_sensor(site, automated))
     # the publish executor is the location's default: runs of the implicit asset job (Materialize
     # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
-    jobs.extend(audit_jobs(site))
+    jobs.extend(maintenance_jobs(site))
     return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
 
 

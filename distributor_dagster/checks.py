@@ -120,10 +120,12 @@ class Outcome:
 
 
 def latest_materialization(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None
 ) -> AssetCheckEvaluationTargetMaterializationData | None:
-    """The latest materialization of one partition, as a check evaluation's target."""
-    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+    """The latest materialization of one partition (or of an unpartitioned asset), as a check
+    evaluation's target."""
+    partitions = [partition] if partition is not None else None
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions),
                                               limit=1).records
     if not records:
         return None

@@ -44,10 +44,15 @@ class Owner:
     destination_id: str | None = None
 
     def describe(self) -> str:
+        if self is SITE:
+            return "the maintenance jobs"
         if self.destination_id is None:
             return f"pipeline {self.pipeline_id}"
         return f"pipeline {self.pipeline_id} destination {self.destination_id}"
 
+
+#: The owner of the site-wide names (the maintenance jobs).
+SITE = Owner("")
 
 #: Dagster requires job, op and check-op names to be unique together (they are all graph nodes).
 _SHARED = {"job": "node", "op": "node"}
@@ -92,7 +97,7 @@ def per_bundle(pipeline: Pipeline, destination: Destination) -> bool:
 class DestinationNames:
     """Names of one destination: its asset, the graph that publishes it (``graph``, the node
     name prefixing step keys), its step ``publish_<d>`` inside that graph (op definition
-    ``<graph>__publish_<d>``) and its maintenance jobs."""
+    ``<graph>__publish_<d>``)."""
 
     pipeline_id: str
     destination_id: str
@@ -101,9 +106,6 @@ class DestinationNames:
     graph: str
     publish_node: str
     publish_op: str
-    prune_job: str
-    reconcile_job: str
-    audit_job: str
 
 
 @dataclass(frozen=True)
@@ -165,10 +167,8 @@ REPORT_NODE = "report"
 NEWEST = "newest"
 #: The suffix of the unpartitioned graph's node in a pipeline that also has a per-bundle one.
 NEWEST_GRAPH = "__newest"
-PRUNE_NODES = ("load_state", "plan_prune", "apply_prune")
-REPAIR_NODES = ("load_state", "reconcile_state")
-#: the one node of ``audit_<p>__<d>`` (distributor_dagster.audit)
-AUDIT_NODE = "audit"
+#: The site-wide maintenance jobs, each one step of the same name (distributor_dagster.maintenance).
+MAINTENANCE_JOBS = ("prune", "reconcile_state", "audit")
 
 
 def _destination_names(
@@ -177,14 +177,6 @@ def _destination_names(
 ) -> DestinationNames:
     owner = Owner(pipeline.id, destination.id)
     p, d = sanitize(pipeline.id), sanitize(destination.id)
-    prune_job = registry.claim("job", f"{prefix}prune_{p}__{d}", owner)
-    reconcile_job = registry.claim("job", f"{prefix}reconcile_state_{p}__{d}", owner)
-    audit_job = registry.claim("job", f"{prefix}audit_{p}__{d}", owner)
-    registry.claim("op", f"{audit_job}__{AUDIT_NODE}", owner)
-    for node in PRUNE_NODES:
-        registry.claim("op", f"{prune_job}__{node}", owner)
-    for node in REPAIR_NODES:
-        registry.claim("op", f"{reconcile_job}__{node}", owner)
     asset_key = (*key_prefix, p, d)
     registry.claim("asset", "/".join(asset_key), owner)
     publish_node = registry.claim("node:" + graph.node, f"publish_{d}", owner)
@@ -196,9 +188,6 @@ def _destination_names(
         graph=graph.node,
         publish_node=publish_node,
         publish_op=registry.claim("op", graph.op(publish_node), owner),
-        prune_job=prune_job,
-        reconcile_job=reconcile_job,
-        audit_job=audit_job,
     )
 
 
@@ -265,5 +254,8 @@ def pipeline_names(
 def config_names(config: Config, *, prefix: str = "", key_prefix: Iterable[str] = ()) -> list[PipelineNames]:
     """The names of every object generated for ``config``; raises :class:`NameCollisionError`."""
     registry = NameRegistry()
+    for job in MAINTENANCE_JOBS:  # one job, one step of the same name (op definition <job>__destinations)
+        registry.claim("job", f"{prefix}{job}", SITE)
+        registry.claim("op", f"{prefix}{job}__destinations", SITE)
     keys = tuple(key_prefix)
     return [pipeline_names(registry, pipeline, prefix=prefix, key_prefix=keys) for pipeline in config.pipelines]

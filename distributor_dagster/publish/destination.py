@@ -19,9 +19,15 @@ import warnings
 import dagster as dg
 
 from distributor_core import paths as lp
-from distributor_core.app.publication import destination_bundles, execute_destination, plan_destination
+from distributor_core.app.publication import (
+    PipelineOutcome,
+    destination_bundles,
+    execute_destination,
+    plan_destination,
+    run_report,
+)
 from distributor_core.app.report import ActionReport
-from distributor_core.app.run_options import DestinationPool
+from distributor_core.app.run_options import DestinationPool, RunOptions
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle
 from distributor_dagster.audit import digest_outcome
@@ -142,6 +148,11 @@ def publish_op(
                 context.log.error(result.error)
             if not validated.valid:
                 context.log.info("no valid bundle to publish")
+            # what `distributor run` prints for these publications
+            entries = [entry for _, entry in result.entries]
+            options = RunOptions(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
+            for line in run_report([PipelineOutcome(pipeline, len(validated.valid))], entries, options).text_lines():
+                context.log.info(line)
             yield from _events(context, names, asset_key, input_key, destination, selection.dry_run, uri, result,
                                validated)
         if with_result and RESULT_OUTPUT in selected:

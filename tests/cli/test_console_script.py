@@ -96,8 +96,9 @@ def test_demo_script_runs(tmp_path: Path) -> None:
     assert "(exit code 1 as expected)" in result.stdout
     assert "file summary.txt size 119 does not match manifest size 81" in result.stderr
     first, second = result.stdout.split("==> Run it again")[0], result.stdout.split("==> Run it again")[1]
-    assert "execute_local_archive ASSET_MATERIALIZATION" in first and "action=publish_new status=completed" in first
-    assert "ASSET_OBSERVATION" in second and "action=skip_same status=skipped" in second
+    assert "publish_local_archive ASSET_MATERIALIZATION" in first and "action=publish_new status=completed" in first
+    # the partition is materialized again with the same data version; nothing is written
+    assert "ASSET_MATERIALIZATION" in second and "action=skip_same status=skipped" in second
     assert f"runs:     {home}" in result.stdout
     archive = REPO / "demo-output" / "local-publish" / "archive"
     assert sorted(p.name for p in archive.iterdir()) == [".distributor.json", "report.md", "summary.txt"]

@@ -33,7 +33,8 @@ pipelines:
 """
 KEY = dg.AssetKey(["reports_daily", "archive"])
 CHECK = dg.AssetCheckKey(KEY, DIGEST_CHECK)
-JOB = "audit_reports_daily__archive"
+JOB = "audit"
+LABEL = "reports.daily/archive"
 
 
 @pytest.fixture
@@ -99,38 +100,30 @@ def test_materialize_evaluates_the_check_and_the_audit_job_fails_on_changed_byte
     assert evaluations[DIGEST_CHECK].metadata["checked_count"].value == 2
     assert evaluations[DIGEST_CHECK].metadata["bytes_read"].value == len("first day\n") + len("s\n")
 
-    audit = dagster(
-        home,
-        "job",
-        "execute",
-        "-j",
-        JOB,
-        "-c",
-        run_config(home, {"all_bundles": True}),
-    )
+    audit = dagster(home, "job", "execute", "-j", JOB, "-c", run_config(home, {}))  # every destination, bundle
     assert audit.returncode == 0, audit.stdout + audit.stderr
     (output,) = latest_run_events(home, dg.DagsterEventType.STEP_OUTPUT)
-    report = output.dagster_event.event_specific_data.metadata["report"].value
+    report = output.dagster_event.event_specific_data.metadata["report"].value["destinations"][LABEL]
     assert [(b["bundle_path"], b["status"], b["checked_count"]) for b in report["bundles"]] == [("d1", "ok", 2)]
 
     state = (out / ".distributor.json").read_bytes()
     (out / "r.txt").write_text("FIRST DAY\n")  # same size, other bytes
-    failed = dagster(
-        home,
-        "job",
-        "execute",
-        "-j",
-        JOB,
-        "-c",
-        run_config(home, {"bundle_path": "d1"}),
-    )
+    failed = dagster(home, "job", "execute", "-j", JOB, "-c",
+                     run_config(home, {"destinations": [LABEL], "bundle_path": "d1"}), digest_checks=True)
     assert failed.returncode != 0
     (failure,) = latest_run_events(home, dg.DagsterEventType.STEP_FAILURE)
     data = failure.dagster_event.event_specific_data
-    assert "1 digest_mismatch" in data.error.message
-    outputs = {o["path"]: o for o in data.user_failure_data.metadata["report"].value["outputs"]}
+    assert "1 digest_mismatch" in data.error.message and LABEL in data.error.message
+    (output,) = latest_run_events(home, dg.DagsterEventType.STEP_OUTPUT)
+    report = output.dagster_event.event_specific_data.metadata["report"].value["destinations"][LABEL]
+    outputs = {o["path"]: o for o in report["outputs"]}
     assert outputs["r.txt"]["status"] == "digest_mismatch"
     assert outputs["sub/s.txt"]["status"] == "ok"
+    # the audit answered the asset's digest check too, for that partition
+    (evaluation,) = [e.dagster_event.event_specific_data for e in
+                     latest_run_events(home, dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+                     if e.dagster_event.event_specific_data.check_name == DIGEST_CHECK]
+    assert (evaluation.passed, evaluation.partition) == (False, "d1")
     # an audit never writes: the state and the changed file stay as they are
     assert (out / ".distributor.json").read_bytes() == state
     assert (out / "r.txt").read_text() == "FIRST DAY\n"
@@ -171,7 +164,7 @@ def test_the_check_reports_truncated_and_deleted_outputs(config: Path, tmp_path:
 
 def test_the_check_is_off_by_default_and_turned_on_three_ways(config: Path) -> None:
     assert DIGEST_CHECK not in check_names(build_definitions(config))
-    assert JOB in {job.name for job in build_definitions(config).jobs}  # the job always exists
+    assert JOB in {job.name for job in build_definitions(config).resolve_all_job_defs()}  # the job always exists
     assert DIGEST_CHECK in check_names(build_definitions(config, digest_checks=True))
 
     env = {"DISTRIBUTOR_CONFIG": str(config)}

@@ -31,7 +31,7 @@ CHECKS = {"state_valid", "managed_outputs_present", "no_unmanaged_content"}
 
 def expected_names(config_path: Path) -> dict[str, set]:
     config = load_config(config_path)
-    jobs, sensors, assets, groups, checks = set(), set(), set(), set(), set()
+    jobs, sensors, assets, groups, checks = {"prune", "reconcile_state", "audit"}, set(), set(), set(), set()
     for pipeline in config.pipelines:
         p = sanitize(pipeline.id)
         jobs.add(f"publish_{p}")
@@ -45,7 +45,6 @@ def expected_names(config_path: Path) -> dict[str, set]:
             checks.add(((p, "newest"), "bundle_valid"))
         for destination in pipeline.destinations:
             d = sanitize(destination.id)
-            jobs |= {f"prune_{p}__{d}", f"reconcile_state_{p}__{d}", f"audit_{p}__{d}"}
             assets.add((p, d))
             checks |= {((p, d), name) for name in CHECKS}
     return {"jobs": jobs, "sensors": sensors, "assets": assets, "groups": groups, "checks": checks}
@@ -88,12 +87,7 @@ def test_every_example_loads_with_the_specified_names(path: Path) -> None:
 def test_names_of_the_local_publish_example_exactly() -> None:
     defs = build_definitions(REPO / "examples" / "local-publish.yml")
     names = actual_names(defs)
-    assert names["jobs"] == {
-        "publish_example_source_bundle",
-        "prune_example_source_bundle__local_archive",
-        "reconcile_state_example_source_bundle__local_archive",
-        "audit_example_source_bundle__local_archive",
-    }
+    assert names["jobs"] == {"publish_example_source_bundle", "prune", "reconcile_state", "audit"}
     assert names["sensors"] == {"watch_example_source_bundle"}
     assert names["assets"] == {("example_source_bundle",), ("example_source_bundle", "local_archive")}
     assert names["groups"] == {"example_source_bundle"}
@@ -103,10 +97,8 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     assert [n.name for n in node.definition.nodes_in_topological_order] == [
         "discover", "validate", "publish_local_archive"
     ]
-    prune = defs.resolve_job_def("prune_example_source_bundle__local_archive")
-    assert [node.name for node in prune.graph.nodes_in_topological_order] == ["load_state", "plan_prune", "apply_prune"]
-    repair = defs.resolve_job_def("reconcile_state_example_source_bundle__local_archive")
-    assert [node.name for node in repair.graph.nodes_in_topological_order] == ["load_state", "reconcile_state"]
+    for name in ("prune", "reconcile_state", "audit"):  # site-wide, one step named like the job
+        assert [node.name for node in defs.resolve_job_def(name).graph.nodes] == [name]
     specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
     spec = specs[dg.AssetKey(["example_source_bundle", "local_archive"])]
     assert spec.tags["distributor/pipeline"] == "example-source-bundle"
@@ -330,7 +322,7 @@ pipelines:
     ("p1", "d1", "p2", "d2", "first", "second"),
     [
         ("reports.daily", "a", "reports-daily", "b", "pipeline reports.daily", "pipeline reports-daily"),
-        ("a", "b__c", "a__b", "c", "pipeline a destination b__c", "pipeline a__b destination c"),
+        ("a", "b", "a__publish_b", "c", "pipeline a destination b", "pipeline a__publish_b"),
     ],
 )
 def test_name_collisions_fail_the_load_naming_both(
@@ -358,7 +350,7 @@ def test_destination_collisions_within_a_pipeline_name_both_pairs(tmp_path: Path
         build_definitions(config)
     message = str(raised.value)
     assert "pipeline site destination html.v1" in message and "pipeline site destination html-v1" in message
-    assert "prune_site__html_v1" in message
+    assert "'site/html_v1'" in message
 
 
 def test_job_names_and_op_names_share_one_namespace(tmp_path: Path) -> None:
@@ -370,14 +362,16 @@ def test_job_names_and_op_names_share_one_namespace(tmp_path: Path) -> None:
             source: {backend: local, path: src}
             destinations:
               - {id: x, backend: local, path: one}
-              - {id: x__load_state, backend: local, path: two}
+          - id: prune
+            source: {backend: local, path: src}
+            destinations:
+              - {id: x, backend: local, path: two}
         """,
     )
     with pytest.raises(NameCollisionError) as raised:
         build_definitions(config)
     assert str(raised.value).startswith(
-        "pipeline p destination x and pipeline p destination x__load_state both map to the Dagster op/job name "
-        "'prune_p__x__load_state'"
+        "the maintenance jobs and pipeline prune both map to the Dagster job/op name 'prune'"
     )
 
 
@@ -387,12 +381,7 @@ def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
         default_sensor_status="running",
     )
     names = actual_names(defs)
-    assert names["jobs"] == {
-        "team_publish_example_fan_out",
-        "team_prune_example_fan_out__source_archive", "team_prune_example_fan_out__html_site",
-        "team_reconcile_state_example_fan_out__source_archive", "team_reconcile_state_example_fan_out__html_site",
-        "team_audit_example_fan_out__source_archive", "team_audit_example_fan_out__html_site",
-    }
+    assert names["jobs"] == {"team_publish_example_fan_out", "team_prune", "team_reconcile_state", "team_audit"}
     assert names["assets"] == {("dist_ri", "example_fan_out"), ("dist_ri", "example_fan_out", "source_archive"),
                                ("dist_ri", "example_fan_out", "html_site")}
     assert names["groups"] == {"team_example_fan_out"}

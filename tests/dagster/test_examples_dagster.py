@@ -22,10 +22,7 @@ def test_dg_project_example_builds_its_definitions_from_the_component(monkeypatc
         defs = dg.load_from_defs_folder(path_within_project=project / "src" / "distributor_site")
         dg.Definitions.validate_loadable(defs)
         assert {job.name for job in defs.resolve_all_job_defs()} - {"__ASSET_JOB"} == {
-            "publish_site_reports",
-            "prune_site_reports__archive", "prune_site_reports__html",
-            "reconcile_state_site_reports__archive", "reconcile_state_site_reports__html",
-            "audit_site_reports__archive", "audit_site_reports__html",
+            "publish_site_reports", "prune", "reconcile_state", "audit",
         }
         assert [sensor.name for sensor in defs.sensors] == ["watch_site_reports"]
         specs = {tuple(spec.key.path): spec for spec in defs.resolve_all_asset_specs()}
