@@ -30,6 +30,7 @@ from distributor_core.bundle import Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.server import errors
 from distributor_core.server.archive import StagingError, extract_bundle
+from distributor_core.server.pathroom import PathRoom
 from distributor_core.server.runstatus import RunStatusSource
 from distributor_core.staging import (
     PipelineStaging,
@@ -132,6 +133,8 @@ class _Handoff:
 class _Pipeline:
     staging: PipelineStaging
     max_upload_size: int
+    #: whether a bundle path fits where it is staged and published (issue 26, item 6)
+    room: PathRoom
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
     handoff: _Handoff = field(init=False)
 
@@ -218,7 +221,9 @@ class UploadService:
                     pipeline.id, Path(pipeline.source.staging_path), durable=self.durable  # type: ignore[union-attr]
                 )
                 staging.open()
-                self.pipelines[pipeline.id] = _Pipeline(staging, pipeline.source.max_upload_size)  # type: ignore[union-attr]
+                self.pipelines[pipeline.id] = _Pipeline(
+                    staging, pipeline.source.max_upload_size, PathRoom.of(pipeline, staging.path)  # type: ignore[union-attr]
+                )
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
@@ -361,13 +366,15 @@ class UploadService:
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         """Extract and validate the archive, then fsync the bundle (outside any lock: the
         fsyncs of concurrent uploads overlap)."""
+        pipeline = self.pipelines[ticket.pipeline_id]
         try:
             manifest = extract_bundle(
-                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits,
+                path_check=pipeline.room.problem,
             )
         finally:
             ticket.archive.unlink(missing_ok=True)
-        self.pipelines[ticket.pipeline_id].staging.sync_bundle(ticket.bundle)
+        pipeline.staging.sync_bundle(ticket.bundle)
         return manifest
 
     def commit(self, ticket: Ticket, manifest: Manifest) -> Accepted:
