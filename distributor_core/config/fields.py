@@ -58,7 +58,7 @@ DEFAULT_MAX_DIRECTORIES = 10_000
 DEFAULT_MAX_HEADER_COUNT = 8
 DEFAULT_MAX_HEAD_SIZE = "64KB"
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 32
-DEFAULT_RESERVED_CONNECTIONS = 64
+DEFAULT_RESERVED_CONNECTIONS = 0
 DEFAULT_MAX_FAILED_BYTES = "4GB"
 DEFAULT_MAX_FAILED_BYTES_PER_TOKEN = "1GB"
 DEFAULT_SSH_PORT = 22
@@ -165,7 +165,8 @@ SERVER_HTTP_FIELDS = _table(
     ),
     reserved_connections=Field(
         Kind.INTEGER,
-        "connection slots only requests with a valid token may use; less than max_connections",
+        "connection slots only requests with a valid upload token may use; less than max_connections; "
+        "0: a quarter of max_connections",
         minimum=0, default=DEFAULT_RESERVED_CONNECTIONS,
     ),
     max_head_size=Field(

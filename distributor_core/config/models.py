@@ -38,7 +38,8 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 DEFAULT_HEADER_TIMEOUT = timedelta(seconds=10)
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 32
-DEFAULT_RESERVED_CONNECTIONS = 64
+#: 0: see :meth:`ServerHTTP.reserved_slots`
+DEFAULT_RESERVED_CONNECTIONS = 0
 DEFAULT_MAX_HEAD_SIZE = 64 * 1024
 
 
@@ -87,6 +88,13 @@ class ServerHTTP(_Model, kw_only=True):
         if token_count <= 1:
             return self.queue_size
         return max(1, (self.queue_size + 1) // 2)
+
+    def reserved_slots(self) -> int:
+        """Connection slots kept for requests with a valid upload token: ``reserved_connections``,
+        or by default a quarter of ``max_connections`` (rounded down)."""
+        if self.reserved_connections > 0:
+            return min(self.reserved_connections, self.max_connections - 1)
+        return self.max_connections // 4
 
     @property
     def bind_host(self) -> str:
