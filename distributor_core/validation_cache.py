@@ -86,12 +86,8 @@ class _Untrusted(Exception):
     """The cache location may not be trusted; ``str()`` says why (the warning)."""
 
 
-def _problem(info: os.stat_result, what: str, path: Path, *, directory: bool) -> str | None:
+def _problem(info: os.stat_result, what: str, path: Path) -> str | None:
     """Why an opened cache directory or file may not be trusted, or None."""
-    if directory and not stat.S_ISDIR(info.st_mode):
-        return f"validation cache {what} {path} is not a directory"
-    if not directory and not stat.S_ISREG(info.st_mode):
-        return f"validation cache {what} {path} is not a regular file"
     if info.st_uid != os.geteuid():
         return f"validation cache {what} {path} is owned by another user (uid {info.st_uid})"
     if info.st_mode & 0o022:
@@ -102,7 +98,9 @@ def _problem(info: os.stat_result, what: str, path: Path, *, directory: bool) ->
 def _open_checked(name: str | Path, flags: int, what: str, path: Path, *, dir_fd: int | None = None,
                   directory: bool = True) -> int:
     """Open ``name`` without following a symbolic link and check it (:func:`_problem`); raises
-    :class:`_Untrusted` for a link or an untrusted entry, ``OSError`` otherwise (e.g. missing)."""
+    :class:`_Untrusted` for a link or an entry another user could have written, and ``OSError``
+    when it cannot be used (missing, not a directory or not a regular file: ignored silently, like
+    any unusable cache)."""
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
@@ -113,11 +111,12 @@ def _open_checked(name: str | Path, flags: int, what: str, path: Path, *, dir_fd
                 is_link = False
             if is_link:
                 raise _Untrusted(f"validation cache {what} {path} is a symbolic link") from None
-            raise _Untrusted(f"validation cache {what} {path} is not a {'directory' if directory else 'file'}") \
-                from None
         raise
     try:
-        problem = _problem(os.fstat(fd), what, path, directory=directory)
+        info = os.fstat(fd)
+        problem = _problem(info, what, path)
+        if problem is None and not (stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)):
+            raise OSError(errno.ENOTDIR if directory else errno.EINVAL, "not usable as the cache")
     except OSError:
         os.close(fd)
         raise
