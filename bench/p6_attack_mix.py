@@ -12,8 +12,12 @@ and kept up until they are done:
   sending half a request head, reopened at once whenever the server closes one (a tight reconnect
   loop), more than ``max_connections`` (256);
 - item 4: one thread posts 4 MB bundles whose publication fails (the attacker's pipeline holds a
-  published bundle with the same ``created`` and another id: ``fail_conflict``), up to 250 of
-  them, each keeping its staged bundle after the failure.
+  published bundle with the same ``created`` and another id: ``fail_conflict``), each keeping its
+  staged bundle after the failure.
+
+Item 4 is also run alone, so its disk use is not hidden by the flood (which keeps even the
+attacker's own uploads out of the old build): two threads post 400 such bundles (1.6 GB) to a fresh
+server of each build, and the bytes of failed bundles left on the staging disk are counted.
 
 The honest producers: 34 uploads of 256 KiB bundles (two tokens, ``UploadClient`` with 40
 attempts, 0.1-0.5 s back-off), all released at once; for each, the time to its ``202``
@@ -48,7 +52,7 @@ from tests.peers.process import free_port
 HONEST = 34
 SIZE = 256 * 1024
 FAILING_SIZE = 4 * 1024 * 1024
-FAILING_MAX = 250
+FAILING_MAX = 400
 FLOOD = 300
 FLOOD_SOURCE = "127.0.0.10"
 TOKENS = {"honest-a": "BENCH_TOKEN_A", "honest-b": "BENCH_TOKEN_B", "attacker": "BENCH_TOKEN_X"}
@@ -152,12 +156,19 @@ def _flood(server: ServeProcess, attack: Attack) -> None:
     selector.close()
 
 
-def _start_attack(server: ServeProcess, bomb: bytes, failing: list[Path], base: bytes) -> Attack:
+def _start_attack(
+    server: ServeProcess, bomb: bytes, failing: list[Path], base: bytes, *, failing_only: bool = False
+) -> Attack:
     attack = Attack()
     _post(server, base, server.secrets["attacker"])  # type: ignore[attr-defined]  # what the failures conflict with
-    attack.threads = [threading.Thread(target=_bombs, args=(server, attack, bomb)) for _ in range(2)]
-    attack.threads.append(threading.Thread(target=_failing, args=(server, attack, failing)))
-    attack.threads.append(threading.Thread(target=_flood, args=(server, attack)))
+    if failing_only:
+        half = len(failing) // 2
+        attack.threads = [threading.Thread(target=_failing, args=(server, attack, part))
+                          for part in (failing[:half], failing[half:])]
+    else:
+        attack.threads = [threading.Thread(target=_bombs, args=(server, attack, bomb)) for _ in range(2)]
+        attack.threads.append(threading.Thread(target=_failing, args=(server, attack, failing)))
+        attack.threads.append(threading.Thread(target=_flood, args=(server, attack)))
     for thread in attack.threads:
         thread.start()
     return attack
@@ -220,6 +231,27 @@ def _bytes_below(path: Path) -> int:
     return total
 
 
+def _failed_bytes(work: Path) -> int:
+    staging = work / "staging" / "attacker"
+    if not staging.is_dir():
+        return 0
+    return sum(_bytes_below(entry / "bundle") for entry in staging.iterdir()
+               if entry.is_dir() and not entry.name.startswith("."))
+
+
+def _failing_alone(work: Path, executable: str, attack_data: AttackData) -> tuple[int, dict[str, int]]:
+    """Item 4 alone: the failed bundles' bytes left on disk after 400 failing 4 MB uploads."""
+    server = _server(work, executable)
+    try:
+        attack = _start_attack(server, *attack_data, failing_only=True)
+        for thread in attack.threads:
+            thread.join(1800)
+        time.sleep(2.0)  # the last publications fail and their quotas apply
+        return _failed_bytes(work), attack.failing_answers
+    finally:
+        server.stop()
+
+
 @dataclass
 class Outcome:
     admitted: list[float]
@@ -254,9 +286,7 @@ def _run(work: Path, executable: str, roots: list[Path], attack_data: AttackData
         time.sleep(1.0)  # the last failures' quotas
         cpu = proc_cpu(pid) - cpu_before
         peak = proc_mib(pid, "VmHWM")
-        staging = work / "staging" / "attacker"
-        failed = sum(_bytes_below(entry / "bundle") for entry in staging.iterdir()
-                     if entry.is_dir() and not entry.name.startswith(".")) if staging.is_dir() else 0
+        failed = _failed_bytes(work)
     finally:
         if attack is not None:
             attack.stop.set()
@@ -312,6 +342,7 @@ def main() -> c.Report:
         runs = [("ours", DISTRIBUTOR)] + ([("before", BEFORE)] if BEFORE else [])
         measured = {label: _run(work / label, exe, roots, attack_data) for label, exe in reversed(runs)}
         ours, before = measured["ours"], measured.get("before")
+        kept = {label: _failing_alone(work / f"failing-{label}", exe, attack_data) for label, exe in runs}
 
         def admitted(o: Outcome) -> int:
             return sum(1 for value in o.admitted if math.isfinite(value))
@@ -330,9 +361,12 @@ def main() -> c.Report:
                    _p99(before.published) if before else None, "s", "< 30 s",
                    math.isfinite(_p99(ours.published)) and _p99(ours.published) < 30, "before")
         report.add("honest p99 publication, no attack", _p99(alone.published), None, "s", "(reference)", None)
-        report.add("attacker's failed bundles on the staging disk", ours.failed_bytes / c.MIB,
-                   before.failed_bytes / c.MIB if before else None, "MiB", "<= 1024 MiB",
+        report.add("attacker's failed bundles on the staging disk, under the combined attack",
+                   ours.failed_bytes / c.MIB, before.failed_bytes / c.MIB if before else None, "MiB", "<= 1024 MiB",
                    ours.failed_bytes <= PER_TOKEN_QUOTA, "before")
+        report.add(f"failed bundles on the staging disk after {FAILING_MAX} failing 4 MB uploads (item 4 alone)",
+                   kept["ours"][0] / c.MIB, kept["before"][0] / c.MIB if "before" in kept else None, "MiB",
+                   "<= 1024 MiB", kept["ours"][0] <= PER_TOKEN_QUOTA, "before")
         report.add("server peak RSS over idle", ours.growth, before.growth if before else None, "MiB",
                    "(reference)", None, "before")
         report.add("server CPU, whole run", ours.cpu, before.cpu if before else None, "s", "(reference)", None,
@@ -349,6 +383,8 @@ def main() -> c.Report:
                    f"{dict(sorted(attack.failing_answers.items()))}, flood connects {attack.flood_connects}, "
                    f"closed by the server {attack.flood_closed}" if attack else "")
                 + (f"; honest failures: {'; '.join(failures)[:300]}" if failures else ""))
+        for label, (_, answers) in kept.items():
+            report.notes.append(f"item 4 alone, {label}: failing uploads answered {dict(sorted(answers.items()))}")
         report.notes += [f"ours: {DISTRIBUTOR}; before: {BEFORE or '(BENCH_BEFORE not set)'}", quiet]
         c.save(report)
         return report
