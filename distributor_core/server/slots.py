@@ -25,6 +25,9 @@ the most connections that are not authenticated (the oldest of those on a tie). 
 progress is never cut. When no idle connection can be closed, the new connection is refused
 (``503 too many connections``). One client can thus hold at most its cap, many clients together
 at most the unreserved slots, and a producer with a token finds a slot as soon as its head is in.
+The caps are enforced when a connection is admitted: a connection whose authenticated request
+finished is idle again and may briefly take the unauthenticated count over its cap, until the
+next admission closes the oldest idle one.
 
 Everything here runs on the server's event loop thread: no locks.
 """
