@@ -24,7 +24,7 @@ install-test: $(VENV)/.installed-test
 demo: install
 	bash scripts/demo.sh
 
-## peers: install the test peers the suite starts itself (OpenSSH server and PostgreSQL from Debian)
+## peers: install the test peers the suite starts itself (OpenSSH server, PostgreSQL and nginx from Debian)
 peers:
 	bash scripts/install-test-peers.sh
 

@@ -36,14 +36,16 @@ def reset_peak(pid: int) -> None:
 
 
 class ServeProcess:
-    """``distributor serve --config <dir>/distributor.yml [extra]`` with ``config`` written as JSON,
-    started and answering ``/healthz``."""
+    """``<executable> serve --config <dir>/distributor.yml [extra]`` with ``config`` written as JSON,
+    started and answering ``/healthz`` (``executable``: :data:`DISTRIBUTOR` by default)."""
 
-    def __init__(self, directory: Path, config: dict, env: dict[str, str], *extra: str) -> None:
+    def __init__(
+        self, directory: Path, config: dict, env: dict[str, str], *extra: str, executable: str | None = None
+    ) -> None:
         self.dir = directory
         (directory / "distributor.yml").write_text(json.dumps(config))
         self.proc = subprocess.Popen(
-            [DISTRIBUTOR, "serve", "--config", str(directory / "distributor.yml"), *extra],
+            [executable or DISTRIBUTOR, "serve", "--config", str(directory / "distributor.yml"), *extra],
             env={**os.environ, **env}, stdout=subprocess.DEVNULL,
             stderr=open(directory / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
         )

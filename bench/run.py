@@ -24,6 +24,8 @@ SCENARIOS = {
     "P6": "bench.p6_serve_uploads",
     "P6H": "bench.p6_hostile_archives",
     "P6L": "bench.p6_slow_loris",
+    "P6R": "bench.p6_hostile_round2",
+    "P6A": "bench.p6_attack_mix",
     "P7": "bench.p7_upload_sensor",
     "P8": "bench.p8_s3_parallel",
     "P9": "bench.p9_sftp",

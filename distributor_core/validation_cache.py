@@ -5,8 +5,12 @@ An entry is keyed by the file's storage path below the source root and holds its
 (``st_dev``, ``st_ino``, ``st_size``, ``st_mtime_ns``, ``st_ctime_ns``, as git's index does) and
 the sha256 its bytes had. Validation trusts an entry only when every identity field equals the
 file's current ``lstat`` *and* the manifest records the same size and sha256; anything else is
-hashed as without a cache. A write to a file changes its ctime (which no user call can set back),
-so a file changed in place, replaced or restored with ``touch``/``os.utime`` is hashed again.
+hashed as without a cache. A ``write``, ``truncate`` or rename changes a file's ctime (which no
+user call can set back), so a file changed that way, replaced, or restored with
+``touch``/``os.utime`` is hashed again. A write through a shared memory map is the exception: the
+kernel stamps mtime and ctime when a clean page is first written, not again while the page stays
+dirty (until it is written back), so bytes changed through a map that was already dirty keep the
+stamps (the docs say so; such sources turn the cache off).
 
 Racily clean entries (git's term): a file changed within the same timestamp tick as the moment its
 identity was taken would keep an identical stamp. So an entry is recorded, and trusted, only when
@@ -24,13 +28,23 @@ ms), written to a temporary and renamed into place, holding only the files of th
 validation. Any problem reading or writing it (missing, corrupt, another root's, unwritable) is
 ignored: validation then hashes as without a cache, and the run never fails because of it.
 ``DISTRIBUTOR_VALIDATION_CACHE=off`` (or a pipeline's ``validation.cache: false``) turns it off.
+
+Its location is trusted only when it is private (issue 26, item 7): the cache directory, its
+``validation/`` directory and the cache file must each be owned by the current user, not writable
+by group or others, and not a symbolic link (each is opened with ``O_NOFOLLOW`` below a
+descriptor of its checked parent, and checked with ``fstat``; the file must be a regular file).
+Anything else is ignored with a warning (:attr:`ValidationCache.warnings`), as if there were no
+cache: nothing is read from it and nothing is written there. Directories above the cache
+directory (``~/.cache``) are not checked.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -61,6 +75,55 @@ _SECOND = 1_000_000_000
 
 #: bumped whenever the file layout changes (an older file is then ignored)
 FORMAT = 1
+VALIDATION_DIR = "validation"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+#: a cache file larger than this is not read
+MAX_FILE_SIZE = 1 << 30
+
+
+class _Untrusted(Exception):
+    """The cache location may not be trusted; ``str()`` says why (the warning)."""
+
+
+def _problem(info: os.stat_result, what: str, path: Path) -> str | None:
+    """Why an opened cache directory or file may not be trusted, or None."""
+    if info.st_uid != os.geteuid():
+        return f"validation cache {what} {path} is owned by another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"validation cache {what} {path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _open_checked(name: str | Path, flags: int, what: str, path: Path, *, dir_fd: int | None = None,
+                  directory: bool = True) -> int:
+    """Open ``name`` without following a symbolic link and check it (:func:`_problem`); raises
+    :class:`_Untrusted` for a link or an entry another user could have written, and ``OSError``
+    when it cannot be used (missing, not a directory or not a regular file: ignored silently, like
+    any unusable cache)."""
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            try:
+                is_link = stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+            except OSError:
+                is_link = False
+            if is_link:
+                raise _Untrusted(f"validation cache {what} {path} is a symbolic link") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        problem = _problem(info, what, path)
+        if problem is None and not (stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)):
+            raise OSError(errno.ENOTDIR if directory else errno.EINVAL, "not usable as the cache")
+    except OSError:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise _Untrusted(problem)
+    return fd
 
 #: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)
 Identity = tuple[int, int, int, int, int]
@@ -135,9 +198,10 @@ class ValidationCache:
     """The cache of one source root for one run: what the last run recorded (``load``), what this
     run has seen (``trusted`` hits and ``record``-ed hashes), written back by ``save``.
 
-    ``hits`` and ``misses`` count lookups (for reports and tests)."""
+    ``hits`` and ``misses`` count lookups (for reports and tests); ``warnings`` says why a cache
+    location was ignored."""
 
-    __slots__ = ("_new", "_old", "_stored_ns", "checked_ns", "file", "hits", "misses", "root")
+    __slots__ = ("_new", "_old", "_stored_ns", "checked_ns", "file", "hits", "misses", "root", "warnings")
 
     def __init__(self, root: str, file: Path | None, *, checked_ns: int | None = None) -> None:
         self.root = root
@@ -151,6 +215,8 @@ class ValidationCache:
         self.checked_ns = time.time_ns() if checked_ns is None else checked_ns
         self.hits = 0
         self.misses = 0
+        #: why the cache's location was not trusted (each once), for the run's report
+        self.warnings: list[str] = []
 
     @classmethod
     def load(cls, root: str, environ: Mapping[str, str] = os.environ) -> ValidationCache:
@@ -165,11 +231,57 @@ class ValidationCache:
             old = self._old = self._read()
         return old
 
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def _open_validation_dir(self, *, create: bool) -> int | None:
+        """A descriptor of the checked ``validation/`` directory holding :attr:`file` (made, with
+        the cache directory, when ``create``), or None (missing, or untrusted: warned)."""
+        assert self.file is not None
+        validation = self.file.parent
+        base = validation.parent
+        try:
+            if create:
+                base.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.mkdir(base, 0o700)
+                except FileExistsError:
+                    pass
+            base_fd = _open_checked(base, _DIR_FLAGS, "directory", base)
+            try:
+                if create:
+                    try:
+                        os.mkdir(VALIDATION_DIR, 0o700, dir_fd=base_fd)
+                    except FileExistsError:
+                        pass
+                return _open_checked(VALIDATION_DIR, _DIR_FLAGS, "directory", validation, dir_fd=base_fd)
+            finally:
+                os.close(base_fd)
+        except _Untrusted as exc:
+            self._warn(f"{exc}; ignored")
+        except OSError:
+            pass
+        return None
+
     def _read(self) -> dict[str, _Entry]:
         if self.file is None:
             return {}
+        directory = self._open_validation_dir(create=False)
+        if directory is None:
+            return {}
         try:
-            data = self.file.read_bytes()
+            fd = _open_checked(self.file.name, _READ_FLAGS, "file", self.file, dir_fd=directory, directory=False)
+        except _Untrusted as exc:
+            self._warn(f"{exc}; ignored")
+            return {}
+        except OSError:
+            return {}
+        finally:
+            os.close(directory)
+        try:
+            with os.fdopen(fd, "rb") as stream:
+                data = stream.read(MAX_FILE_SIZE)
         except OSError:
             return {}
         _, _, decoder, decode_error = _codec()
@@ -235,33 +347,43 @@ class ValidationCache:
 
     def save(self) -> bool:
         """Write what this run saw (hits and recorded hashes) in place of the old cache; False
-        when it could not be written (ignored: the next run hashes again)."""
+        when it could not be written (ignored: the next run hashes again), or the location is not
+        trusted (warned). Every step goes through a descriptor of the checked ``validation/``
+        directory: nothing is written through a symbolic link."""
         file = self.file
         if file is None:
             return False
-        if not self._new:  # nothing seen (no bundle, every file changed): nothing to keep
-            try:
-                file.unlink(missing_ok=True)
-            except OSError:
-                return False
-            return True
-        data = encode(self.root, self.checked_ns, self._new)
-        temp = None
+        directory = self._open_validation_dir(create=bool(self._new))
+        if directory is None:
+            return not self._new and not self.warnings  # nothing to keep and nothing there
         try:
-            file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # mkstemp's rule (exclusive create, 0600, a random name) without importing tempfile,
-            # which brings shutil, bz2 and lzma onto every run's start-up path
-            name = str(file.parent / f".tmp-{os.urandom(8).hex()}")
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-            temp = name
+            if not self._new:  # nothing seen (no bundle, every file changed): nothing to keep
+                try:
+                    os.unlink(file.name, dir_fd=directory)
+                except FileNotFoundError:
+                    pass
+                return True
+            return self._write(directory, file.name)
+        except OSError:
+            return False
+        finally:
+            os.close(directory)
+
+    def _write(self, directory: int, name: str) -> bool:
+        data = encode(self.root, self.checked_ns, self._new)
+        # mkstemp's rule (exclusive create, 0600, a random name) without importing tempfile,
+        # which brings shutil, bz2 and lzma onto every run's start-up path
+        temp = f".tmp-{os.urandom(8).hex()}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600,
+                     dir_fd=directory)
+        try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-            os.replace(temp, file)
+            os.replace(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
         except OSError:
-            if temp is not None:
-                try:
-                    os.unlink(temp)
-                except OSError:
-                    pass
+            try:
+                os.unlink(temp, dir_fd=directory)
+            except OSError:
+                pass
             return False
         return True

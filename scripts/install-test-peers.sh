@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs as real peers (the suite starts them itself):
 # OpenSSH's sshd for the SFTP backend, PostgreSQL for Dagster's production storage (a throwaway
-# cluster per test session, tests/peers/postgres.py; the package's own cluster is not used), and
-# systemd-analyze to verify the unit files in examples/systemd.
+# cluster per test session, tests/peers/postgres.py; the package's own cluster is not used),
+# systemd-analyze to verify the unit files in examples/systemd, and nginx to run
+# examples/nginx/distributor-upload.conf in front of the upload server (tests/server/test_reverse_proxy.py;
+# the package's own daemon is not used).
 set -euo pipefail
 need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+[ -x /usr/sbin/nginx ] || need+=(nginx-light)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

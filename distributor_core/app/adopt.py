@@ -308,7 +308,9 @@ def check_candidates(
     matched: list[AdoptedOutput] = []
     for output in plan.candidates:
         target = lp.join(bundle_path, output.path)
-        check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256, on_bytes=on_bytes)
+        # never from a memory map: other tools wrote these files and may rewrite them in place (SIGBUS)
+        check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256,
+                           on_bytes=on_bytes, map_files=False)
         if check.status == OK and check.checked_by == READ and not _unchanged(storage, target, check):
             check = msgspec.structs.replace(check, status=CHANGED)
         if check.status == OK:

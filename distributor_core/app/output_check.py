@@ -13,7 +13,11 @@ a warm 1 GiB by about a fifth (bench P11). Only one window is ever mapped per fi
 bounded as with reads. Each window is sized to the file's length at that moment (``fstat``), so a
 file that shrinks stops the hash at its new end. A file truncated *while* a window is being
 hashed would make the kernel kill the process with ``SIGBUS`` (what ``b3sum`` documents for its
-memory maps too): ``DISTRIBUTOR_MMAP=off`` makes every hash read into a buffer instead.
+memory maps too), so only files nobody else can truncate are mapped (issue 26, item 8): files
+owned by the current user and writable by neither group nor others; and adoption, which hashes
+files other tools wrote, never maps (``check_file(..., map_files=False)``). ``DISTRIBUTOR_MMAP=off``
+makes every hash read into a buffer. What is left: a process of the same user (or root)
+truncating a file of that user in place while ``audit`` or ``reconcile-state --audit`` hashes it.
 
 ``check_outputs`` checks many on a few threads (the storage's declared ``read_threads``, when the
 files are large enough for threads to pay: hashlib and reads release the GIL), keeps their
@@ -141,6 +145,12 @@ def mmap_enabled() -> bool:
     return os.environ.get(MMAP_ENV, "").strip().lower() not in ("off", "0", "false", "no")
 
 
+def mappable(info: os.stat_result) -> bool:
+    """A file large enough to be hashed from a map that only the current user (or root) can
+    truncate: owned by the current user, writable by neither group nor others."""
+    return info.st_size >= MAP_MIN_SIZE and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
 def _hash_mapped(fd: int, hasher: Any, on_bytes: BytesCallback | None) -> tuple[int, bool]:
     """Hash ``fd`` from offset 0 through read-only maps of :data:`MAP_WINDOW` bytes, each sized to
     the file's length when it is mapped. ``(bytes hashed, finished)``: ``finished`` is false when
@@ -166,14 +176,17 @@ def _hash_mapped(fd: int, hasher: Any, on_bytes: BytesCallback | None) -> tuple[
         offset += length
 
 
-def hash_stream(stream: BinaryIO, on_bytes: BytesCallback | None = None) -> tuple[int, str]:
+def hash_stream(
+    stream: BinaryIO, on_bytes: BytesCallback | None = None, *, map_files: bool = True
+) -> tuple[int, str]:
     """``(size, "sha256:<hex>")`` of a stream from its start, read in large chunks (a local file:
-    through memory maps when large, else into a reused buffer)."""
+    through memory maps when ``map_files`` and it is large and :func:`mappable`, else into a
+    reused buffer)."""
     hasher = hashlib.sha256()
     size = 0
     if isinstance(stream, io.FileIO):
         fd = stream.fileno()
-        if mmap_enabled() and os.fstat(fd).st_size >= MAP_MIN_SIZE:
+        if map_files and mmap_enabled() and mappable(os.fstat(fd)):
             size, finished = _hash_mapped(fd, hasher, on_bytes)
             if finished:
                 return size, "sha256:" + hasher.hexdigest()
@@ -206,9 +219,11 @@ def check_file(
     sha256: str,
     owner: OwnerScope | None = None,
     on_bytes: BytesCallback | None = None,
+    map_files: bool = True,
 ) -> OutputCheck:
     """Check storage path ``target`` (reported as ``path``) against ``size`` and ``sha256``.
-    Not found is ``missing``; any other storage error is raised."""
+    Not found is ``missing``; any other storage error is raised. ``map_files=False``: never hash
+    from a memory map (:func:`hash_stream`)."""
 
     def result(status: str, **extra: Any) -> OutputCheck:
         return OutputCheck(path, status, size, sha256, owner, **extra)
@@ -234,7 +249,7 @@ def check_file(
         return result(OK, checked_by=STORED_CHECKSUM, revision=entry.revision)
     try:
         with storage.open_read(target) as stream:
-            actual_size, digest = hash_stream(stream, on_bytes)
+            actual_size, digest = hash_stream(stream, on_bytes, map_files=map_files)
     except StorageError as exc:
         if exc.kind == ErrorKind.NOT_FOUND:
             return result(MISSING)

@@ -103,6 +103,9 @@ class RunReport(msgspec.Struct):
     republish: bool = False
     pipelines: list[PipelineReport] = msgspec.field(default_factory=list)
     actions: list[ActionReport] = msgspec.field(default_factory=list)
+    #: about the run as a whole (a validation cache location that was not trusted); the actions
+    #: carry their own
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     @property
     def failed_actions(self) -> list[ActionReport]:
@@ -121,7 +124,7 @@ class RunReport(msgspec.Struct):
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "dry_run": self.dry_run,
             "force": self.force,
             "republish": self.republish,
@@ -129,6 +132,9 @@ class RunReport(msgspec.Struct):
             "actions": [a.to_dict() for a in self.actions],
             "summary": self.summary(),
         }
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
 
     def text_lines(self) -> list[str]:
         lines = [entry.text_line(self.dry_run) for entry in self.actions]

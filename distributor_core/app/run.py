@@ -220,6 +220,8 @@ def run_config(config: Config, options: RunOptions | None = None, *, env: Enviro
             part = publish_pipeline(pipeline, source, pool=pool, options=options, cache=cache)
             report.pipelines.extend(part.pipelines)
             report.actions.extend(part.actions)
+        for cache in caches.values():
+            report.warnings.extend(w for w in cache.warnings if w not in report.warnings)
     return report
 
 

@@ -23,7 +23,13 @@ from distributor_core.config.fields import (
     DEFAULT_KNOWN_HOSTS_FILE,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    DEFAULT_MAX_DIRECTORIES,
     DEFAULT_MAX_ENTRIES,
+    DEFAULT_MAX_FAILED_BYTES,
+    DEFAULT_MAX_FAILED_BYTES_PER_TOKEN,
+    DEFAULT_MAX_HEAD_SIZE,
+    DEFAULT_MAX_HEADER_COUNT,
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_MANIFEST_SIZE,
     DEFAULT_MAX_NAME_LENGTH,
@@ -31,6 +37,7 @@ from distributor_core.config.fields import (
     DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_MAX_UPLOAD_SIZE,
     DEFAULT_QUEUE_SIZE,
+    DEFAULT_RESERVED_CONNECTIONS,
     DEFAULT_RETENTION,
     DEFAULT_S3_REGION,
     DEFAULT_SSH_PORT,
@@ -85,6 +92,13 @@ def _server_http(raw: Tree, base_dir: Path) -> Tree:
         "body_idle_timeout": raw.get("body_idle_timeout", parse_duration(DEFAULT_BODY_IDLE_TIMEOUT)),
         "body_min_rate": raw.get("body_min_rate", parse_byte_size(DEFAULT_BODY_MIN_RATE)),
         "max_queue_per_token": raw.get("max_queue_per_token", 0),
+        "max_connections_per_client": raw.get("max_connections_per_client", DEFAULT_MAX_CONNECTIONS_PER_CLIENT),
+        "reserved_connections": raw.get("reserved_connections", DEFAULT_RESERVED_CONNECTIONS),
+        "max_head_size": raw.get("max_head_size", parse_byte_size(DEFAULT_MAX_HEAD_SIZE)),
+        "max_failed_bytes": raw.get("max_failed_bytes", parse_byte_size(DEFAULT_MAX_FAILED_BYTES)),
+        "max_failed_bytes_per_token": raw.get(
+            "max_failed_bytes_per_token", parse_byte_size(DEFAULT_MAX_FAILED_BYTES_PER_TOKEN)
+        ),
         "limits": _upload_limits(raw.get("limits", {})),
     }
 
@@ -97,6 +111,8 @@ def _upload_limits(raw: Tree) -> Tree:
         "max_path_length": raw.get("max_path_length", DEFAULT_MAX_PATH_LENGTH),
         "max_header_size": raw.get("max_header_size", parse_byte_size(DEFAULT_MAX_HEADER_SIZE)),
         "max_manifest_size": raw.get("max_manifest_size", parse_byte_size(DEFAULT_MAX_MANIFEST_SIZE)),
+        "max_directories": raw.get("max_directories", DEFAULT_MAX_DIRECTORIES),
+        "max_header_count": raw.get("max_header_count", DEFAULT_MAX_HEADER_COUNT),
     }
 
 

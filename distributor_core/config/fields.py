@@ -54,6 +54,13 @@ DEFAULT_MAX_NAME_LENGTH = 255
 DEFAULT_MAX_PATH_LENGTH = 4096
 DEFAULT_MAX_HEADER_SIZE = "64KB"
 DEFAULT_MAX_MANIFEST_SIZE = "16MB"
+DEFAULT_MAX_DIRECTORIES = 10_000
+DEFAULT_MAX_HEADER_COUNT = 8
+DEFAULT_MAX_HEAD_SIZE = "64KB"
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 32
+DEFAULT_RESERVED_CONNECTIONS = 0
+DEFAULT_MAX_FAILED_BYTES = "4GB"
+DEFAULT_MAX_FAILED_BYTES_PER_TOKEN = "1GB"
 DEFAULT_SSH_PORT = 22
 DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
 DEFAULT_S3_REGION = "us-east-1"
@@ -120,6 +127,14 @@ SERVER_HTTP_LIMIT_FIELDS = _table(
         Kind.BYTE_SIZE, "PAX and GNU extension headers of one archive entry", default=DEFAULT_MAX_HEADER_SIZE
     ),
     max_manifest_size=Field(Kind.BYTE_SIZE, "size of an upload's manifest.json", default=DEFAULT_MAX_MANIFEST_SIZE),
+    max_directories=Field(
+        Kind.INTEGER, "directories an upload archive names or implies (ancestors of its entries)", minimum=1,
+        default=DEFAULT_MAX_DIRECTORIES,
+    ),
+    max_header_count=Field(
+        Kind.INTEGER, "PAX and GNU extension headers chained in front of one archive entry", minimum=1,
+        default=DEFAULT_MAX_HEADER_COUNT,
+    ),
 )
 
 SERVER_HTTP_FIELDS = _table(
@@ -142,6 +157,22 @@ SERVER_HTTP_FIELDS = _table(
         Kind.INTEGER, "connections served at once; further ones are answered 503 and closed", minimum=1,
         default=DEFAULT_MAX_CONNECTIONS,
     ),
+    max_connections_per_client=Field(
+        Kind.INTEGER,
+        "connections one client address may hold while none of its requests carries a valid token "
+        "(idle, sending a head, or a request without a valid token); 0: no cap per address",
+        minimum=0, default=DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    ),
+    reserved_connections=Field(
+        Kind.INTEGER,
+        "connection slots only requests with a valid upload token may use; less than max_connections; "
+        "0: a quarter of max_connections",
+        minimum=0, default=DEFAULT_RESERVED_CONNECTIONS,
+    ),
+    max_head_size=Field(
+        Kind.BYTE_SIZE, "bytes of a request line and its headers; a larger head is answered 431",
+        default=DEFAULT_MAX_HEAD_SIZE,
+    ),
     body_idle_timeout=Field(
         Kind.DURATION, "longest pause while an upload body arrives", default=DEFAULT_BODY_IDLE_TIMEOUT
     ),
@@ -154,6 +185,16 @@ SERVER_HTTP_FIELDS = _table(
         Kind.INTEGER,
         "queue slots one upload token may hold; 0: half of queue_size (all of it when there is one token)",
         minimum=0, default=0,
+    ),
+    max_failed_bytes=Field(
+        Kind.BYTE_SIZE,
+        "bytes of failed uploads' staged bundles kept for inspection, all tokens together; the oldest are "
+        "removed first", default=DEFAULT_MAX_FAILED_BYTES,
+    ),
+    max_failed_bytes_per_token=Field(
+        Kind.BYTE_SIZE,
+        "bytes of failed uploads' staged bundles kept for inspection per upload token; the oldest are removed "
+        "first", default=DEFAULT_MAX_FAILED_BYTES_PER_TOKEN,
     ),
     limits=Field(
         Kind.MAPPING, "limits of an upload archive, checked while it streams", fields=SERVER_HTTP_LIMIT_FIELDS

@@ -37,6 +37,10 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 #: ``server.http`` connection guards, also used by ``distributor serve`` without a config
 DEFAULT_HEADER_TIMEOUT = timedelta(seconds=10)
 DEFAULT_MAX_CONNECTIONS = 256
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 32
+#: 0: see :meth:`ServerHTTP.reserved_slots`
+DEFAULT_RESERVED_CONNECTIONS = 0
+DEFAULT_MAX_HEAD_SIZE = 64 * 1024
 
 
 class UploadLimits(_Model, kw_only=True):
@@ -48,6 +52,8 @@ class UploadLimits(_Model, kw_only=True):
     max_path_length: int = 4096
     max_header_size: int = 64 * 1024
     max_manifest_size: int = 16 * 1024 * 1024
+    max_directories: int = 10_000
+    max_header_count: int = 8
 
 
 class ServerHTTP(_Model, kw_only=True):
@@ -66,6 +72,12 @@ class ServerHTTP(_Model, kw_only=True):
     body_min_rate: int = 64 * 1024
     #: 0: see :meth:`queue_share`
     max_queue_per_token: int = 0
+    #: 0: no cap per client address
+    max_connections_per_client: int = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    reserved_connections: int = DEFAULT_RESERVED_CONNECTIONS
+    max_head_size: int = DEFAULT_MAX_HEAD_SIZE
+    max_failed_bytes: int = 4 * 1024**3
+    max_failed_bytes_per_token: int = 1024**3
     limits: UploadLimits = UploadLimits()
 
     def queue_share(self, token_count: int) -> int:
@@ -76,6 +88,13 @@ class ServerHTTP(_Model, kw_only=True):
         if token_count <= 1:
             return self.queue_size
         return max(1, (self.queue_size + 1) // 2)
+
+    def reserved_slots(self) -> int:
+        """Connection slots kept for requests with a valid upload token: ``reserved_connections``,
+        or by default a quarter of ``max_connections`` (rounded down)."""
+        if self.reserved_connections > 0:
+            return min(self.reserved_connections, self.max_connections - 1)
+        return self.max_connections // 4
 
     @property
     def bind_host(self) -> str:

@@ -122,8 +122,14 @@ def _server_http(http: Tree, errs: list[str]) -> None:
     for name in ("retention", "header_timeout", "body_idle_timeout"):
         if http[name].total_seconds() <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
-    if http["max_connections"] <= 0:
-        errs.append("server.http.max_connections must be greater than zero")
+    for name in ("max_connections", "max_head_size"):
+        if http[name] <= 0:
+            errs.append(f"server.http.{name} must be greater than zero")
+    for name in ("max_connections_per_client", "reserved_connections"):
+        if http[name] < 0:
+            errs.append(f"server.http.{name} must be zero or greater")
+    if http["reserved_connections"] >= http["max_connections"] > 0:
+        errs.append("server.http.reserved_connections must be less than server.http.max_connections")
     if http["max_queue_per_token"] < 0:
         errs.append("server.http.max_queue_per_token must be zero or greater")
     elif http["max_queue_per_token"] > http["queue_size"] > 0:

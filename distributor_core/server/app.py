@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -80,6 +80,20 @@ def bearer_token(header: str | None) -> str | None:
 def authenticate(request: Request, tokens: UploadTokenTable) -> UploadGrant | None:
     token = bearer_token(request.headers.get("authorization"))
     return tokens.authenticate(token) if token is not None else None
+
+
+def header_authenticator(tokens: UploadTokenTable) -> Callable[[list[tuple[bytes, bytes]]], bool]:
+    """For the connection guards: whether a request head's (lower-cased) headers carry a valid
+    upload token, the first ``Authorization`` header deciding, as in :func:`authenticate`."""
+
+    def authenticated(headers: list[tuple[bytes, bytes]]) -> bool:
+        for name, value in headers:
+            if name == b"authorization":
+                token = bearer_token(value.decode("latin-1"))
+                return token is not None and tokens.authenticate(token) is not None
+        return False
+
+    return authenticated
 
 
 def has_pipeline_query(query: str) -> bool:

@@ -10,11 +10,16 @@ other type are refused; so are absolute names, ``..``, backslashes, duplicates, 
 with a file or directory already extracted.
 
 Every limit of :class:`~distributor_core.config.UploadLimits` is checked while the archive
-streams, before anything of an entry is read or written: entry count, directories created, path
-depth, segment and path length, the PAX/GNU extension headers of one entry (before tarfile reads
-them: a subclass of ``TarInfo`` checks the header's size first) and the size of
-``manifest.json``; so is ``max_bytes`` of file content and of decompressed stream beyond a small
-allowance per entry. ``extractall`` and tarfile filters are never used.
+streams, before anything of an entry is read or written: entry count, directories named or
+implied (remembered in a tree of path segments, so memory grows with the number of directories
+and the length of their own names, never with the length of every ancestor path), path depth,
+segment and path length, the PAX/GNU extension headers of one entry, their bytes and how many
+are chained (before tarfile reads them: a subclass of ``TarInfo`` checks each header block first,
+so a chain of empty headers cannot make tarfile's reader recurse until ``RecursionError``) and the
+size of ``manifest.json``; so is ``max_bytes`` of file content and of decompressed stream beyond
+a small allowance per entry, and, when the caller gives one, whether a file's path fits the
+server's file system where it is staged and published (``path_check``). ``extractall`` and
+tarfile filters are never used.
 
 After extraction the archive must hold exactly one root-level ``manifest.json`` and exactly the
 files it lists, and every listed file must match its size and sha256. Each file is hashed as it is
@@ -31,6 +36,7 @@ import hashlib
 import os
 import tarfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -58,6 +64,8 @@ SHOWN_NAME = 100
 #: decompressed tar bytes allowed per entry on top of file content (header, PAX data, padding)
 HEADER_ALLOWANCE = 2048
 CHUNK = 1024 * 1024
+#: ``path_check(bundle path)``: why a file there cannot be staged or published here, or None
+PathCheck = Callable[[str], "str | None"]
 
 _REGULAR = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE})
 _REFUSED_TYPES = {
@@ -140,11 +148,17 @@ _EXTENSION_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_
 
 class _HeaderBudget:
     """Extension header bytes of the entry being read, and of global PAX headers (which tarfile
-    merges into every later member, so they count for the whole archive)."""
+    merges into every later member, so they count for the whole archive); and how many extension
+    headers are chained in front of the entry being read. tarfile reads each header of a chain
+    by calling itself again, so a long chain (even of empty headers) would end in
+    ``RecursionError``: the count is checked on each header block before tarfile goes on to the
+    next one, so the recursion stays a few frames per allowed header deep."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_count: int = DEFAULT_LIMITS.max_header_count) -> None:
         self.limit = limit
+        self.max_count = max_count
         self.entry = 0
+        self.count = 0
         self.globals = 0
         self.index = 1
 
@@ -154,8 +168,13 @@ class _HeaderBudget:
                 raise ArchiveError(f"entry {self.index} is a sparse file; only regular files and directories "
                                    "are allowed")
             self.entry = 0
+            self.count = 0
             self.index += 1
             return
+        self.count += 1
+        if self.count > self.max_count:
+            raise ArchiveError(f"entry {self.index}: more than {self.max_count} extended headers in a row; "
+                               f"{_limit(self.max_count, 'max_header_count')}")
         if info.size < 0:
             raise ArchiveError(f"entry {self.index} has an invalid extended header size")
         self.entry += info.size
@@ -224,27 +243,48 @@ def _name_problem(name: str, *, is_file: bool) -> str | None:
     return lp.check_bundle_path(name)
 
 
+#: a file's place in :class:`_Dir` ``children``
+_FILE = None
+#: what ``children.get`` answers for a name not there
+_MISSING = object()
+
+
+class _Dir:
+    """One directory of the archive's tree: its children by segment name (a ``_Dir``, or
+    ``_FILE`` for a file), whether an entry named it, whether it was created on disk."""
+
+    __slots__ = ("children", "made", "named")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Dir | None] = {}
+        self.named = False
+        self.made = False
+
+
 class _Extractor:
     """Creates files below ``root`` through directory descriptors, never following links.
 
     Directory entries are only recorded (checked for conflicts); a directory is created when a
-    file needs it, so empty or unlisted directories never reach the disk. A file's directory is
-    opened with one ``openat`` from the root once it exists (the tree is this module's own: every
-    directory in it was made by ``mkdir`` here and nothing in it is a link), and missing segments
-    are made one by one below the deepest existing one; the descriptor of the last file's
-    directory stays open, so consecutive files of one directory cost one open each.
+    file needs it, so empty or unlisted directories never reach the disk. Every directory named
+    by an entry or implied as an ancestor of one is a node of a tree keyed by path segment, and
+    counts against ``max_directories``: remembering one costs its own segment name, not its
+    whole path. A file's directory is opened with one ``openat`` from the root once it exists
+    (the tree is this module's own: every directory in it was made by ``mkdir`` here and nothing
+    in it is a link), and missing segments are made one by one below the deepest existing one;
+    the descriptor of the last file's directory stays open, so consecutive files of one
+    directory cost one open each.
     """
 
     def __init__(self, root: Path, limits: UploadLimits) -> None:
         self.root = root
         self.limits = limits
-        self.dirs: set[str] = set()
-        #: every directory path named by an entry or implied as an ancestor of one
-        self.implied: set[str] = set()
+        self.tree = _Dir()
+        self.tree.made = True
+        #: directories in ``tree`` (the root not counted)
+        self.directories = 0
         self.files: dict[str, int] = {}
         #: "sha256:<hex>" of each file, hashed as it was written
         self.digests: dict[str, str] = {}
-        self.explicit: set[str] = set()
         os.mkdir(root, 0o700)
         self.root_fd = os.open(root, _DIR_FLAGS)
         #: (relative path, descriptor) of the last file's directory below the root
@@ -259,38 +299,49 @@ class _Extractor:
             os.close(self._last[1])
             self._last = None
 
-    def _claim_ancestors(self, name: str) -> None:
-        """Record the ancestors of ``name``, deepest first, stopping at one already recorded (its
-        own ancestors were checked when it was)."""
-        end = name.rfind("/")
-        while end > 0:
-            ancestor = name[:end]
-            if ancestor in self.implied:
-                return
-            if ancestor in self.files:
+    def _parent_of(self, name: str, segments: list[str]) -> _Dir:
+        """The node of the directory holding ``name`` (whose segments are ``segments``),
+        remembering every missing ancestor; a file in the way is a conflict."""
+        node = self.tree
+        for depth, segment in enumerate(segments[:-1]):
+            child = node.children.get(segment, _MISSING)
+            if child is _FILE:
+                ancestor = "/".join(segments[: depth + 1])
                 raise ArchiveError(f"{_entry(name)} conflicts with file {go_json_string(ancestor)}")
-            self.implied.add(ancestor)
-            end = name.rfind("/", 0, end)
+            if child is _MISSING:
+                child = node.children[segment] = self._new_dir()
+            node = child  # type: ignore[assignment]
+        return node
 
-    def _open_dir(self, rel_dir: str) -> int:
-        """A borrowed descriptor of ``rel_dir`` (``""`` is the root), creating missing segments."""
-        if not rel_dir:
+    def _new_dir(self) -> _Dir:
+        if self.directories >= self.limits.max_directories:
+            raise ArchiveError(f"too many directories (more than {self.limits.max_directories}): "
+                               "server.http.limits.max_directories")
+        self.directories += 1
+        return _Dir()
+
+    def _open_dir(self, segments: list[str]) -> int:
+        """A borrowed descriptor of the directory ``segments`` (``[]`` is the root), creating
+        missing segments (every one of them is in the tree already)."""
+        if not segments:
             return self.root_fd
+        rel_dir = "/".join(segments)
         if self._last is not None and self._last[0] == rel_dir:
             return self._last[1]
         self._forget()
-        segments = rel_dir.split("/")
+        nodes = []
+        node = self.tree
+        for segment in segments:
+            node = node.children[segment]  # type: ignore[assignment,union-attr]
+            nodes.append(node)
         existing = len(segments)
-        while existing and "/".join(segments[:existing]) not in self.dirs:
+        while existing and not nodes[existing - 1].made:
             existing -= 1
         fd = os.open("/".join(segments[:existing]), _DIR_FLAGS, dir_fd=self.root_fd) if existing else self.root_fd
         try:
             for index in range(existing, len(segments)):
-                if len(self.dirs) >= self.limits.max_entries:
-                    raise ArchiveError(f"too many directories (more than {self.limits.max_entries}): "
-                                       "server.http.limits.max_entries")
                 os.mkdir(segments[index], 0o700, dir_fd=fd)
-                self.dirs.add("/".join(segments[: index + 1]))
+                nodes[index].made = True
                 child = os.open(segments[index], _DIR_FLAGS, dir_fd=fd)
                 if fd != self.root_fd:
                     os.close(fd)
@@ -303,18 +354,27 @@ class _Extractor:
         return fd
 
     def add_dir(self, name: str) -> None:
-        if name in self.files:
+        segments = name.split("/")
+        parent = self._parent_of(name, segments)
+        node = parent.children.get(segments[-1], _MISSING)
+        if node is _FILE:
             raise ArchiveError(f"{_entry(name)} conflicts with a file")
-        self._claim_ancestors(name)
-        self.implied.add(name)
+        if node is _MISSING:
+            node = parent.children[segments[-1]] = self._new_dir()
+        if node.named:  # type: ignore[union-attr]
+            raise ArchiveError(f"duplicate {_entry(name)}")
+        node.named = True  # type: ignore[union-attr]
 
     def add_file(self, name: str, size: int, source: BinaryIO | None) -> None:
-        if name in self.implied:
+        segments = name.split("/")
+        if name in self.files:
+            raise ArchiveError(f"duplicate {_entry(name)}")
+        parent = self._parent_of(name, segments)
+        if segments[-1] in parent.children:
             raise ArchiveError(f"{_entry(name)} conflicts with a directory")
-        self._claim_ancestors(name)
-        parent, _, base = name.rpartition("/")
-        dir_fd = self._open_dir(parent)
-        fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+        dir_fd = self._open_dir(segments[:-1])
+        fd = os.open(segments[-1], _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+        parent.children[segments[-1]] = _FILE
         self.files[name] = size
         hasher = hashlib.sha256()
         try:
@@ -370,10 +430,13 @@ def extract_bundle(
     max_bytes: int,
     max_entries: int | None = None,
     limits: UploadLimits = DEFAULT_LIMITS,
+    path_check: PathCheck | None = None,
 ) -> Manifest:
     """Extract ``archive`` into the new directory ``dest`` and validate it as one source bundle.
 
     ``limits`` bounds the archive (``max_entries``, when given, overrides its entry count).
+    ``path_check`` is asked about every file's bundle path before it is written, and answers
+    why it cannot be staged or published on this server, or ``None``.
     Raises :class:`ArchiveError`, :class:`InvalidBundleError` or :class:`TooLargeError`; the
     caller removes ``dest`` on failure. ``dest`` must not exist. Nothing is fsynced here: the
     caller makes an accepted upload durable (``PipelineStaging.sync_bundle`` and ``settle``).
@@ -386,14 +449,18 @@ def extract_bundle(
         with open(archive, "rb") as raw:
             stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw  # type: ignore[assignment]
             cap = max_bytes + HEADER_ALLOWANCE * (limits.max_entries + 2)
-            _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, limits=limits)
+            _extract_members(_CappedReader(stream, cap), extractor, max_bytes=max_bytes, limits=limits,
+                             path_check=path_check)
         return _check_bundle(dest_path, extractor)
     finally:
         extractor.close()
 
 
-def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, limits: UploadLimits) -> None:
-    budget = _HeaderBudget(limits.max_header_size)
+def _extract_members(
+    stream: _CappedReader, extractor: _Extractor, *, max_bytes: int, limits: UploadLimits,
+    path_check: PathCheck | None = None,
+) -> None:
+    budget = _HeaderBudget(limits.max_header_size, limits.max_header_count)
     try:
         tar = tarfile.open(  # noqa: SIM115 - closed by the ``with tar`` below
             fileobj=stream, mode="r|", encoding="utf-8", errors="strict",  # type: ignore[call-overload]
@@ -403,6 +470,8 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
         raise
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
         raise ArchiveError(_describe(exc)) from None
+    except RecursionError:  # bounded by max_header_count first; never a 500 all the same
+        raise ArchiveError(f"entry {budget.index}: extended headers nested too deeply") from None
     entries = 0
     total = 0
     with tar:
@@ -413,6 +482,8 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
                 raise
             except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError, ValueError) as exc:
                 raise ArchiveError(_describe(exc)) from None
+            except RecursionError:  # bounded by max_header_count first; never a 500 all the same
+                raise ArchiveError(f"entry {budget.index}: extended headers nested too deeply") from None
             if member is None:
                 return
             # a streaming reader never goes back: forget the members read so far (tarfile keeps
@@ -435,9 +506,6 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
             problem = _name_problem(name, is_file=is_file)
             if problem:
                 raise ArchiveError(f"{_entry(name)}: {problem}")
-            if name in extractor.explicit:
-                raise ArchiveError(f"duplicate {_entry(name)}")
-            extractor.explicit.add(name)
             try:
                 if not is_file:
                     extractor.add_dir(name)
@@ -450,6 +518,8 @@ def _extract_members(stream: _CappedReader, extractor: _Extractor, *, max_bytes:
                 total += member.size
                 if total > max_bytes:
                     raise TooLargeError("extracted content")
+                if path_check is not None and (problem := path_check(name)):
+                    raise ArchiveError(f"{_entry(name)}: {problem}")
                 source = tar.extractfile(member) if member.size else None
                 extractor.add_file(name, member.size, source)  # type: ignore[arg-type]
             except OSError as exc:

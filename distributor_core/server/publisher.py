@@ -2,7 +2,13 @@
 
 ``max_concurrency`` worker threads take jobs from per-pipeline queues: a pipeline runs one
 upload at a time, in ``seq`` (admission) order, and a pipeline that is busy never blocks the
-others. Statuses move accepted → queued (placed in the queue) → running → succeeded | failed,
+others. Which pipeline goes next is fair (issue 26, item 9): among the pipelines whose next upload
+may start, the one whose upload's token was served least recently, then the pipeline served least
+recently, then the upload admitted first. So tokens take turns (round robin), a token's pipelines
+take turns, and one token's eight queued uploads delay another token's upload by at most one
+publication, instead of all eight (first in, first out across tokens before).
+
+Statuses move accepted → queued (placed in the queue) → running → succeeded | failed,
 each written to ``upload.json`` before anything else sees it. A run succeeds iff its report is
 ok; a succeeded upload's bundle files are removed, a failed one keeps them until it expires.
 
@@ -56,6 +62,7 @@ class _Job:
     run_id: str
     pipeline_id: str
     seq: int
+    token_id: str = ""
 
 
 class InlinePublisher:
@@ -74,6 +81,10 @@ class InlinePublisher:
         self._queues: dict[str, deque[_Job]] = {}
         self._running: set[str] = set()
         self._tickets = itertools.count()
+        #: when each token and pipeline was last served (a counter: only the order matters)
+        self._turns = itertools.count()
+        self._token_served: dict[str, int] = {}
+        self._pipeline_served: dict[str, int] = {}
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -123,7 +134,7 @@ class InlinePublisher:
             record = self.mark_queued(record)
             self.service.update(record)
         with self._cond:
-            job = _Job(next(self._tickets), record.run_id, record.pipeline_id, record.seq)
+            job = _Job(next(self._tickets), record.run_id, record.pipeline_id, record.seq, record.token_id)
             self._queues.setdefault(record.pipeline_id, deque()).append(job)
             self._cond.notify()
 
@@ -132,12 +143,19 @@ class InlinePublisher:
             return sum(len(q) for q in self._queues.values())
 
     def _next_job(self) -> _Job | None:
+        """The next upload to publish (call under ``_cond``): the head of a pipeline queue whose
+        pipeline is not running, least recently served token first, then least recently served
+        pipeline, then first admitted."""
         heads = [q[0] for p, q in self._queues.items() if q and p not in self._running]
         if not heads:
             return None
-        job = min(heads, key=lambda j: j.ticket)
+        job = min(heads, key=lambda j: (self._token_served.get(j.token_id, -1),
+                                        self._pipeline_served.get(j.pipeline_id, -1), j.ticket))
         self._queues[job.pipeline_id].popleft()
         self._running.add(job.pipeline_id)
+        turn = next(self._turns)
+        self._token_served[job.token_id] = turn
+        self._pipeline_served[job.pipeline_id] = turn
         return job
 
     def _work(self) -> None:

@@ -3,7 +3,8 @@
 Startup order: the app is built (tokens resolved, staging paths checked, locked and swept), then
 ``server.http.bind`` is bound, then ``distributor: serving HTTP upload API on <host:port>`` is
 written to stderr (the actual port when the configured one is 0). Connections are guarded by
-``server.http.header_timeout`` and ``max_connections`` (:mod:`.connections`). On SIGINT or SIGTERM the
+``server.http.header_timeout``, ``max_head_size``, ``max_connections``,
+``max_connections_per_client`` and ``reserved_connections`` (:mod:`.connections`). On SIGINT or SIGTERM the
 server stops accepting connections, lets requests in progress finish, stops starting
 publications and gives running ones 30 s, releases the staging locks and returns 0.
 """
@@ -20,10 +21,9 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from distributor_core.config import Config
-from distributor_core.config.models import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
-from distributor_core.server.app import create_app
-from distributor_core.server.connections import guarded_protocol
+from distributor_core.config import Config, models
+from distributor_core.server.app import create_app, header_authenticator
+from distributor_core.server.connections import guarded_protocol, nobody_authenticated
 from distributor_core.server.errors import ServerSetupError
 from distributor_core.server.runtime import SHUTDOWN_GRACE, UploadRuntime
 
@@ -85,16 +85,27 @@ def _configure_logging(stderr: TextIO) -> None:
 
 
 def uvicorn_config(app: Any, config: Config | None, *, grace: float = SHUTDOWN_GRACE) -> uvicorn.Config:
-    """uvicorn's options for ``app``: the connection guards of ``server.http`` (head deadline,
-    connection cap; their defaults without a config), no access log, no server header, lifespan
-    on."""
+    """uvicorn's options for ``app``: the connection guards of ``server.http`` (head deadline and
+    size, connection admission that knows the app's upload tokens; their defaults without a
+    config), no access log, no server header, lifespan on."""
+    uploads = getattr(getattr(app, "state", None), "uploads", None)
+    authenticated = header_authenticator(uploads.tokens) if uploads is not None else nobody_authenticated
     if config is not None:
-        header_timeout, max_connections = config.server.http.header_timeout, config.server.http.max_connections
+        http = config.server.http
+        protocol = guarded_protocol(
+            http.header_timeout.total_seconds(), http.max_connections, max_head_size=http.max_head_size,
+            per_client=http.max_connections_per_client, reserved=http.reserved_slots(),
+            authenticated=authenticated,
+        )
     else:
-        header_timeout, max_connections = DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+        protocol = guarded_protocol(
+            models.DEFAULT_HEADER_TIMEOUT.total_seconds(), models.DEFAULT_MAX_CONNECTIONS,
+            max_head_size=models.DEFAULT_MAX_HEAD_SIZE, per_client=models.DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            reserved=models.DEFAULT_MAX_CONNECTIONS // 4, authenticated=authenticated,
+        )
     return uvicorn.Config(
         app,
-        http=guarded_protocol(header_timeout.total_seconds(), max_connections),
+        http=protocol,
         log_level="warning",
         access_log=False,
         lifespan="on",

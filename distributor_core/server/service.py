@@ -30,6 +30,7 @@ from distributor_core.bundle import Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.server import errors
 from distributor_core.server.archive import StagingError, extract_bundle
+from distributor_core.server.pathroom import PathRoom
 from distributor_core.server.runstatus import RunStatusSource
 from distributor_core.staging import (
     PipelineStaging,
@@ -132,6 +133,8 @@ class _Handoff:
 class _Pipeline:
     staging: PipelineStaging
     max_upload_size: int
+    #: whether a bundle path fits where it is staged and published (issue 26, item 6)
+    room: PathRoom
     commit_lock: threading.Lock = field(default_factory=threading.Lock)
     handoff: _Handoff = field(init=False)
 
@@ -170,6 +173,9 @@ class UploadService:
         self._inflight: set[tuple[str, str, str]] = set()
         self._reserved = 0
         self._reserved_by_token: dict[str, int] = {}
+        #: failed uploads whose staged bundle is kept, within the byte quotas (issue 26, item 4)
+        self._kept: dict[str, sg.KeptBundle] = {}
+        self._kept_lock = threading.Lock()
         #: queue slots one token may hold (``server.http.max_queue_per_token``)
         self.token_share = self.http.queue_share(len(config.upload_tokens))
         self._opened = False
@@ -218,7 +224,9 @@ class UploadService:
                     pipeline.id, Path(pipeline.source.staging_path), durable=self.durable  # type: ignore[union-attr]
                 )
                 staging.open()
-                self.pipelines[pipeline.id] = _Pipeline(staging, pipeline.source.max_upload_size)  # type: ignore[union-attr]
+                self.pipelines[pipeline.id] = _Pipeline(
+                    staging, pipeline.source.max_upload_size, PathRoom.of(pipeline, staging.path)  # type: ignore[union-attr]
+                )
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
@@ -229,12 +237,16 @@ class UploadService:
                     log.warning("distributor: cannot remove %s left in a staging directory: %s", path, reason)
                 for record in records:
                     self._records[record.run_id] = _light(record)
+                    kept = sg.kept_bundle(staging.path, record)
+                    if kept is not None:
+                        self._kept[record.run_id] = kept
                 for (token_id, key_hash), run_id in index.items():
                     self._index[(pipeline.id, token_id, key_hash)] = run_id
         except BaseException:
             self.close()
             raise
         self._opened = True
+        self._keep_failed_within_quotas()
         self.expire()
         with self._lock:
             unfinished = [r for r in self._records.values() if not r.finished]
@@ -361,13 +373,15 @@ class UploadService:
     def stage(self, ticket: Ticket, *, compressed: bool) -> Manifest:
         """Extract and validate the archive, then fsync the bundle (outside any lock: the
         fsyncs of concurrent uploads overlap)."""
+        pipeline = self.pipelines[ticket.pipeline_id]
         try:
             manifest = extract_bundle(
-                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits
+                ticket.archive, ticket.bundle, compressed=compressed, max_bytes=ticket.limit, limits=self.http.limits,
+                path_check=pipeline.room.problem,
             )
         finally:
             ticket.archive.unlink(missing_ok=True)
-        self.pipelines[ticket.pipeline_id].staging.sync_bundle(ticket.bundle)
+        pipeline.staging.sync_bundle(ticket.bundle)
         return manifest
 
     def commit(self, ticket: Ticket, manifest: Manifest) -> Accepted:
@@ -454,10 +468,46 @@ class UploadService:
         return self.pipelines[pipeline_id].staging.path
 
     def update(self, record: sg.UploadRecord) -> None:
-        """Remember a record written to disk by a publisher."""
+        """Remember a record written to disk by a publisher; a newly failed one's staged bundle
+        counts against the failed-bundle quotas from then on."""
         with self._lock:
-            if record.run_id in self._records:
-                self._records[record.run_id] = _light(record)
+            if record.run_id not in self._records:
+                return
+            newly_failed = record.status == sg.FAILED and self._records[record.run_id].status != sg.FAILED
+            self._records[record.run_id] = _light(record)
+        if newly_failed:
+            kept = sg.kept_bundle(self.staging_path(record.pipeline_id), record)
+            if kept is not None:
+                with self._kept_lock:
+                    self._kept[record.run_id] = kept
+                self._keep_failed_within_quotas()
+
+    def kept_failed_bytes(self) -> dict[str, int]:
+        """Bytes of failed uploads' staged bundles still kept, per token id."""
+        with self._kept_lock:
+            held: dict[str, int] = {}
+            for kept in self._kept.values():
+                held[kept.token_id] = held.get(kept.token_id, 0) + kept.size
+            return held
+
+    def _keep_failed_within_quotas(self) -> None:
+        """Remove the staged bundles of failed uploads over ``max_failed_bytes_per_token`` or
+        ``max_failed_bytes``, oldest first (:func:`~distributor_core.staging.over_quota`)."""
+        with self._kept_lock:
+            victims = sg.over_quota(self._kept.values(), per_token=self.http.max_failed_bytes_per_token,
+                                    total=self.http.max_failed_bytes)
+            for kept, _ in victims:
+                del self._kept[kept.run_id]
+        for kept, knob in victims:
+            try:
+                dropped = sg.drop_bundle(self.staging_path(kept.pipeline_id), kept.run_id, knob)
+            except OSError as exc:  # moved out of sight already, or swept at the next start
+                log.warning("distributor: could not remove the staged bundle of failed upload %s: %s",
+                            kept.run_id, exc.strerror or type(exc).__name__)
+                continue
+            if dropped:
+                log.warning("distributor: removed the staged bundle of failed upload %s (%d bytes, token %s) "
+                            "to stay within %s", kept.run_id, kept.size, kept.token_id, knob)
 
     def pending_count(self) -> int:
         with self._lock:
@@ -543,6 +593,8 @@ class UploadService:
                         if self._index.get(scope) == record.run_id:
                             del self._index[scope]
                 trash = pipeline.staging.retire(record.run_id, record.token_id, record.idempotency_key)
+            with self._kept_lock:
+                self._kept.pop(record.run_id, None)
             if trash is not None:  # deleted outside the lock: commits of the pipeline go on meanwhile
                 try:
                     sg.remove_tree(trash)

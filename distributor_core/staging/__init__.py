@@ -5,8 +5,9 @@
 Owns: the on-disk layout (:mod:`.layout`), run ids (:mod:`.runids`), upload records and their
 status transitions (:mod:`.records`, :mod:`.status` — the table every status change is checked
 against), the idempotency index (:mod:`.index`), cheap listing (:mod:`.scan`), host-path
-scrubbing (:mod:`.redact`), crash-safe file helpers (:mod:`.fsio`) and what only the one ``serve``
-process does to a staging path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
+scrubbing (:mod:`.redact`), crash-safe file helpers (:mod:`.fsio`), the byte quotas of failed
+uploads' staged bundles (:mod:`.failed`) and what only the one ``serve`` process does to a staging
+path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
 
 Must not know: HTTP, FastAPI, uvicorn or Dagster. It depends only on the config models, the JSON
 and time helpers of the core.
@@ -23,6 +24,7 @@ from distributor_core.staging.area import (
     check_private_dir,
     ensure_private_dir,
 )
+from distributor_core.staging.failed import KeptBundle, drop_bundle, kept_bundle, over_quota, staged_size
 from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_paths, sync_tree
 from distributor_core.staging.index import key_sha256, read_index, remove_index, write_index
 from distributor_core.staging.layout import (
@@ -100,6 +102,7 @@ __all__ = [
     "SUCCEEDED",
     "TEMP_PREFIX",
     "TRANSITIONS",
+    "KeptBundle",
     "PipelineStaging",
     "Placement",
     "PromotedError",
@@ -114,6 +117,7 @@ __all__ = [
     "bundle_dir",
     "check_private_dir",
     "check_transition",
+    "drop_bundle",
     "ensure_private_dir",
     "fsync_dir",
     "hand_back",
@@ -122,12 +126,14 @@ __all__ = [
     "is_run_id",
     "issued_seq",
     "iter_run_ids",
+    "kept_bundle",
     "key_sha256",
     "list_records",
     "mark_finished",
     "mark_queued",
     "mark_running",
     "new_run_id",
+    "over_quota",
     "parse_record",
     "random_suffix",
     "read_index",
@@ -141,6 +147,7 @@ __all__ = [
     "run_id_pipeline",
     "run_id_stamp",
     "scrub",
+    "staged_size",
     "staging_redactions",
     "sync_paths",
     "sync_tree",

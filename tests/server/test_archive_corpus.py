@@ -350,7 +350,7 @@ def corpus(sentinel: Path, ups: str) -> list[Case]:
         Case("GNU long name header", _gnu_long_name_header, 400,
              "entry 4: extended headers of 70001 bytes; the limit is 65536 (server.http.limits.max_header_size)"),
         Case("too many directories", _too_many_directories, 400,
-             "too many directories (more than 10000): server.http.limits.max_entries", "application/gzip"),
+             "too many directories (more than 10000): server.http.limits.max_directories", "application/gzip"),
         Case("manifest over its limit", _huge_manifest, 400,
              "manifest.json is 16777217 bytes; the limit is 16777216 (server.http.limits.max_manifest_size)",
              "application/gzip"),

@@ -86,7 +86,10 @@ def test_limit_defaults_and_validation(tmp_path: Path) -> None:
             http.body_min_rate, http.max_queue_per_token) == (10, 256, 60, 64 * 1024, 0)
     assert msgspec.structs.asdict(http.limits) == {
         "max_entries": 10_000, "max_path_depth": 64, "max_name_length": 255, "max_path_length": 4096,
-        "max_header_size": 64 * 1024, "max_manifest_size": 16 * 1024 * 1024}
+        "max_header_size": 64 * 1024, "max_manifest_size": 16 * 1024 * 1024, "max_directories": 10_000,
+        "max_header_count": 8}
+    assert (http.max_head_size, http.max_connections_per_client, http.reserved_connections, http.reserved_slots(),
+            http.max_failed_bytes, http.max_failed_bytes_per_token) == (64 * 1024, 32, 0, 64, 4 << 30, 1 << 30)
     assert (http.queue_share(1), http.queue_share(3)) == (16, 8)
     bad = ("server: {http: {header_timeout: 0s, body_idle_timeout: -1s, max_connections: 0, "
            "max_queue_per_token: 17, limits: {max_path_depth: 0, max_header_size: 0B, max_entries: -1}}}\n"
@@ -102,3 +105,12 @@ def test_limit_defaults_and_validation(tmp_path: Path) -> None:
     ]
     assert messages("server: {http: {limits: {max_depth: 3}}}\n" + bad.split("\n")[1]) == [
         "server.http.limits.max_depth: unknown field"]
+    bad_connections = ("server: {http: {max_connections: 8, reserved_connections: 8, max_connections_per_client: -1, "
+                       "max_head_size: 0B, limits: {max_directories: 0, max_header_count: 0}}}\n" + bad.split("\n")[1])
+    assert messages(bad_connections) == [
+        "server.http.max_head_size must be greater than zero",
+        "server.http.max_connections_per_client must be zero or greater",
+        "server.http.reserved_connections must be less than server.http.max_connections",
+        "server.http.limits.max_directories must be greater than zero",
+        "server.http.limits.max_header_count must be greater than zero",
+    ]

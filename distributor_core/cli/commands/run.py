@@ -77,7 +77,7 @@ def run(inv: Invocation) -> int:
         raise CommandError(str(exc)) from None
     finally:
         view.close()
-    warnings = [w for action in report.actions for w in action.warnings]
+    warnings = [*report.warnings, *(w for action in report.actions for w in action.warnings)]
     error = report.error_message()
     if inv.out.json:
         inv.out.emit_envelope(report.to_dict(), ok=report.ok, error=error or None, warnings=warnings or None)
