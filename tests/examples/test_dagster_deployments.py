@@ -1,7 +1,8 @@
 """The container deployments of examples/dagster/ (docker/, kubernetes/) say what they do (issue 28):
-the Helm values turn on the chart's ``concurrency`` block with the pools and run limits of the
-one-host instance file, every process that writes or reads the S3 compute logs gets credentials,
-compose publishes the UI and the upload API on 127.0.0.1 only, and the Docker example is one host.
+the Docker instance file and the Helm values (whose ``concurrency`` block is turned on) carry the
+pools and run limits of the one-host instance file, every process that writes or reads the S3
+compute logs gets credentials, compose publishes the UI and the upload API on 127.0.0.1 only, and
+the Docker example is one host.
 
 Nothing here needs Docker, helm or a cluster. helm does not run on the test machine and the chart's
 generated ``values.schema.json`` for 1.13 is not available offline, so the Helm values are checked
@@ -239,10 +240,15 @@ def test_helm_values_use_only_keys_the_chart_documents(values: dict[str, Any]) -
     assert errors == [], [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
 
 
+def _one_host() -> dict[str, Any]:
+    return yaml.safe_load((DAGSTER_EXAMPLES / "dagster.yaml").read_text())
+
+
 def test_helm_values_enable_the_concurrency_block(values: dict[str, Any]) -> None:
     concurrency = values["concurrency"]
     assert concurrency["enabled"] is True  # the chart's default (false) writes no pools and no tag limit
-    assert concurrency["pools"] == {"defaultLimit": 1, "granularity": "run"}
+    granularity = _one_host()["concurrency"]["pools"]["granularity"]
+    assert concurrency["pools"] == {"defaultLimit": 1, "granularity": granularity}
     assert concurrency["runs"]["maxConcurrentRuns"] == 10
     assert concurrency["runs"]["tagConcurrencyLimits"] == [
         {"key": "distributor/pipeline", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
@@ -254,7 +260,7 @@ def test_helm_values_enable_the_concurrency_block(values: dict[str, Any]) -> Non
 
 def test_the_chart_instance_has_the_one_host_limits(values: dict[str, Any]) -> None:
     """The run queue and pool settings the chart writes are those of examples/dagster/dagster.yaml."""
-    one_host = yaml.safe_load((DAGSTER_EXAMPLES / "dagster.yaml").read_text())
+    one_host = _one_host()
     rendered = chart_instance(values)
     assert rendered["concurrency"] == one_host["concurrency"]
     assert rendered["run_coordinator"] == one_host["run_coordinator"]
@@ -274,7 +280,7 @@ def test_dagster_loads_the_chart_instance_settings(values: dict[str, Any]) -> No
         assert type(instance.compute_log_manager).__name__ == "S3ComputeLogManager"
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
     assert config.pool_config.default_pool_limit == 1
-    assert config.pool_config.pool_granularity.value == "run"
+    assert config.pool_config.pool_granularity.value == _one_host()["concurrency"]["pools"]["granularity"]
     assert config.run_queue_config.max_concurrent_runs == 10
     assert config.run_queue_config.tag_concurrency_limits == [
         {"key": "distributor/pipeline", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
@@ -352,6 +358,13 @@ def test_compose_publishes_on_loopback_only() -> None:
     # inside its container serve listens on every interface, or the published port would reach nothing
     distributor = yaml.safe_load((DOCKER / "distributor.yml").read_text())
     assert distributor["server"]["http"]["bind"] == "0.0.0.0:8080"
+
+
+def test_the_docker_instance_has_the_one_host_limits() -> None:
+    docker = yaml.safe_load((DOCKER / "dagster.yaml").read_text())
+    one_host = _one_host()
+    assert docker["concurrency"] == one_host["concurrency"]
+    assert docker["run_coordinator"] == one_host["run_coordinator"]
 
 
 def test_the_docker_example_is_one_host() -> None:
