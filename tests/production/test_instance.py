@@ -25,7 +25,7 @@ def test_dagster_instance_info_loads_the_shipped_file_on_postgres(deployment: De
     assert info.returncode == 0, info.stderr
     for storage in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"):
         assert storage in info.stdout
-    assert "class: DefaultRunLauncher" in info.stdout and "granularity: run" in info.stdout
+    assert "class: DefaultRunLauncher" in info.stdout and "granularity: op" in info.stdout
     # the schema was created on the empty database and is current
     assert "Storage schema state" in info.stdout and info.stdout.count("current: ") == 3
     assert deployment.env["DAGSTER_PG_PASSWORD"] not in info.stdout + info.stderr
@@ -41,7 +41,7 @@ def test_queue_limits_and_pools_are_the_documented_ones(deployment: Deployment) 
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
         config = instance.get_concurrency_config()
         assert config.pool_config.default_pool_limit == 1
-        assert config.pool_config.pool_granularity.value == "run"
+        assert config.pool_config.pool_granularity.value == "op"
         queue = config.run_queue_config
         assert queue.should_block_op_concurrency_limited_runs
         assert queue.tag_concurrency_limits == [

@@ -52,7 +52,7 @@ def test_docker_instance_loads_with_the_docker_run_launcher(deployment: Deployme
         launcher = instance.run_launcher
         assert type(launcher).__name__ == "DockerRunLauncher"
         assert type(instance.compute_log_manager).__name__ == "LocalComputeLogManager"
-        assert instance.get_concurrency_config().pool_config.pool_granularity.value == "run"
+        assert instance.get_concurrency_config().pool_config.pool_granularity.value == "op"
         env_vars, volumes = set(launcher.env_vars), launcher.container_kwargs["volumes"]
     assert launcher.networks == ["distributor"]
     assert {"DISTRIBUTOR_CONFIG", *deployment.postgres.environment("x")} <= env_vars
@@ -159,7 +159,7 @@ def test_kubernetes_values_and_resources_agree(tmp_path: Path) -> None:
     coordinator = values["dagsterDaemon"]["runCoordinator"]
     assert coordinator["type"] == "QueuedRunCoordinator"
     assert coordinator["config"]["queuedRunCoordinator"] == {"dequeueIntervalSeconds": 1}  # no limits there
-    assert values["concurrency"]["pools"] == {"defaultLimit": 1, "granularity": "run"}
+    assert values["concurrency"]["pools"] == {"defaultLimit": 1, "granularity": "op"}
     assert values["concurrency"]["runs"]["tagConcurrencyLimits"] == [
         {"key": "distributor/pipeline", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
     ]
