@@ -107,11 +107,11 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     assert spec.metadata["destination_id"] == "local-archive"
     root = (REPO / "demo-output" / "local-publish" / "archive").resolve()
     assert spec.metadata["dagster/uri"] == root.as_uri()
-    assert f"local directory {root}" in spec.description
-    assert spec.kinds == {"local"} and spec.group_name == "example_source_bundle"
+    assert spec.description.startswith(f"Destination local-archive of pipeline example-source-bundle: {root.as_uri()}")
+    assert spec.kinds == {"file"} and spec.group_name == "example_source_bundle"
     assert {dep.asset_key for dep in spec.deps} == {dg.AssetKey(["example_source_bundle"])}
     source = specs[dg.AssetKey(["example_source_bundle"])]
-    assert source.kinds == {"local"} and source.group_name == "example_source_bundle"
+    assert source.kinds == {"file"} and source.group_name == "example_source_bundle"
     assert source.metadata["dagster/uri"] == (REPO / "examples" / "source-bundle").resolve().as_uri()
     graph = defs.resolve_asset_graph()
     assert graph.get(spec.key).is_materializable and graph.get(source.key).is_observable
