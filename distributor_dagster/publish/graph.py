@@ -28,18 +28,19 @@ from distributor_dagster.assets import destination_out
 from distributor_dagster.checks import check_specs
 from distributor_dagster.names import GraphNames, PipelineNames
 from distributor_dagster.partitions import partitions_def
-from distributor_dagster.publish.config import BundlePublishConfig, UploadPublishConfig
+from distributor_dagster.publish.config import UploadPublishConfig, bundle_config_mapping
 from distributor_dagster.publish.destination import ASSET_OUTPUT, RESULT_OUTPUT, publish_op
 from distributor_dagster.publish.ops import discover_op, validate_op
 from distributor_dagster.publish.report import report_op
 from distributor_dagster.site import Site
 
 
-def _config_mapping(pipeline: Pipeline) -> dg.ConfigMapping:
-    config = UploadPublishConfig if pipeline.is_upload else BundlePublishConfig
+def _config_mapping(pipeline: Pipeline, graph: GraphNames) -> dg.ConfigMapping:
+    if not pipeline.is_upload:
+        return bundle_config_mapping(pipeline, graph.node)
     return dg.ConfigMapping(
         config_fn=lambda values: {"discover": {"config": values}},
-        config_schema=config.to_config_schema(),
+        config_schema=UploadPublishConfig.to_config_schema(),
     )
 
 
@@ -112,7 +113,7 @@ def graph_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: G
         },
         can_subset=not upload,
         check_specs=specs,
-        config=_config_mapping(pipeline),
+        config=_config_mapping(pipeline, graph),
         partitions_def=partitions,
         backfill_policy=policy,
         group_name=next(iter(groups)) if len(groups) == 1 else None,

@@ -166,10 +166,21 @@ def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> N
     config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
     assert set(config_fields) == {"destination", "upload_run_id", "dry_run", "force", "republish"}
     assert not any(field.is_required for field in config_fields.values())
+    # a pipeline with one destination has no destination to choose
     local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")
     ops = local.run_config_schema.config_type.fields["ops"].config_type.fields
     config_fields = ops["example_source_bundle"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"destination", "bundle_path", "dry_run", "force", "republish"}
+    assert set(config_fields) == {"bundle_path", "dry_run", "force", "republish"}
+    assert {name: field.default_value for name, field in config_fields.items()} == {
+        "bundle_path": "", "dry_run": False, "force": False, "republish": False,
+    }
+    # with several, the launchpad offers them by id, every selected one by default
+    fan_out = build_definitions(REPO / "examples" / "fan-out.yml").resolve_job_def("publish_example_fan_out")
+    ops = fan_out.run_config_schema.config_type.fields["ops"].config_type.fields
+    destination = ops["example_fan_out"].config_type.fields["config"].config_type.fields["destination"]
+    assert destination.default_value == "(all)"
+    assert destination.config_type.config_values == ["(all)", *[d.id for d in load_config(
+        REPO / "examples" / "fan-out.yml").pipelines[0].destinations]]
 
 
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
