@@ -1,5 +1,6 @@
 """Dagster integration for distributor: a distributor YAML config compiled into Dagster
-definitions (assets per destination, publish/prune/repair jobs, sensors, asset checks).
+definitions (a source asset per pipeline, an asset per destination, publish and maintenance jobs,
+sensors, asset checks), presented as :class:`DistributorTranslator` says.
 
 Importing this package loads no config; :mod:`distributor_dagster.definitions` does, from
 ``$DISTRIBUTOR_CONFIG``.
@@ -13,5 +14,14 @@ from distributor_dagster.build import build_definitions
 from distributor_dagster.component import DistributorComponent
 from distributor_dagster.names import NameCollisionError
 from distributor_dagster.options import BuildOptions
+from distributor_dagster.translator import BACKEND_KINDS, DistributorAssetProps, DistributorTranslator
 
-__all__ = ["BuildOptions", "DistributorComponent", "NameCollisionError", "build_definitions"]
+__all__ = [
+    "BACKEND_KINDS",
+    "BuildOptions",
+    "DistributorAssetProps",
+    "DistributorComponent",
+    "DistributorTranslator",
+    "NameCollisionError",
+    "build_definitions",
+]

@@ -21,15 +21,22 @@ from distributor_dagster.publish.job import PUBLISH_EXECUTOR, publish_job
 from distributor_dagster.sensors.uploads import uploads_sensor
 from distributor_dagster.sensors.watch import watch_sensor
 from distributor_dagster.site import Site
+from distributor_dagster.specs import pipeline_specs
+from distributor_dagster.translator import DistributorTranslator, check_settings
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 
-def build_site(config_path: str | os.PathLike[str], options: BuildOptions) -> Site:
+def build_site(
+    config_path: str | os.PathLike[str], options: BuildOptions, translator: DistributorTranslator | None = None
+) -> Site:
     config = load_config(config_path)
-    names = config_names(config, prefix=options.name_prefix, key_prefix=options.asset_key_prefix)
-    return Site(config=config, options=options, names=tuple(names))
+    check_settings(config.pipelines)
+    translator = translator if translator is not None else DistributorTranslator()
+    specs = tuple(pipeline_specs(translator, pipeline, options) for pipeline in config.pipelines)
+    names = config_names(config, prefix=options.name_prefix, keys=[spec.keys() for spec in specs])
+    return Site(config=config, options=options, names=tuple(names), specs=specs)
 
 
 def automation_sensor(site: Site, assets: list[dg.AssetsDefinition]) -> dg.AutomationConditionSensorDefinition:
@@ -68,8 +75,14 @@ def definitions_for(site: Site) -> dg.Definitions:
     return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
 
 
-def build_definitions(config_path: str | os.PathLike[str], **options: object) -> dg.Definitions:
+def build_definitions(
+    config_path: str | os.PathLike[str], *, translator: DistributorTranslator | None = None, **options: object
+) -> dg.Definitions:
     """Compile the distributor config at ``config_path`` into Dagster definitions.
+
+    ``translator``: how the assets look (keys, groups, descriptions, owners, tags, kinds, metadata,
+    automation conditions, upstream deps); default :class:`~distributor_dagster.DistributorTranslator`,
+    which applies the config's ``dagster`` blocks.
 
     Options (keyword arguments, see :class:`~distributor_dagster.options.BuildOptions`):
     ``sensor_interval`` (seconds, default 30), ``default_sensor_status`` (``"stopped"`` or
@@ -78,7 +91,8 @@ def build_definitions(config_path: str | os.PathLike[str], **options: object) ->
     and ``environ``.
 
     Raises :class:`~distributor_core.config.ConfigError` (its message is the CLI's) for an
-    invalid config and :class:`~distributor_dagster.names.NameCollisionError` when two ids map to
-    one Dagster name.
+    invalid config or a ``dagster`` block Dagster refuses, and
+    :class:`~distributor_dagster.names.NameCollisionError` when two ids (or two translated asset
+    keys) map to one Dagster name.
     """
-    return definitions_for(build_site(config_path, BuildOptions.create(**options)))  # type: ignore[arg-type]
+    return definitions_for(build_site(config_path, BuildOptions.create(**options), translator))  # type: ignore[arg-type]

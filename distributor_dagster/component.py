@@ -18,6 +18,8 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from distributor_dagster.translator import DistributorTranslator
+
 
 class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
     """Publishes validated source bundles: compiles a distributor YAML config into assets, jobs,
@@ -53,11 +55,18 @@ class DistributorComponent(dg.Component, dg.Resolvable, dg.Model):
         path = Path(self.config_path).expanduser()
         return path if path.is_absolute() else folder / path
 
+    def get_translator(self) -> DistributorTranslator:
+        """How the assets look; override in a subclass to return your own
+        :class:`~distributor_dagster.DistributorTranslator` (the config's ``dagster`` blocks apply
+        through the default one)."""
+        return DistributorTranslator()
+
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         from distributor_dagster.build import build_definitions
 
         return build_definitions(
             self.resolved_config_path(Path(context.path)),
+            translator=self.get_translator(),
             sensor_interval=self.sensor_interval,
             default_sensor_status=self.default_sensor_status,
             name_prefix=self.name_prefix,

@@ -26,15 +26,11 @@ def root_uri(storage: Storage) -> str:
 
 
 def root_text(storage: Storage) -> str:
-    """The resolved, absolute root as an operator reads it."""
-    if isinstance(storage, LocalBackend):
-        return f"local directory {Path(storage.resolved_path).absolute()}"
-    if isinstance(storage, HTTPUploadSource):
-        return f"upload staging area {Path(storage.staging_path).absolute()}"
-    if isinstance(storage, SSHBackend):
-        return f"SFTP {root_uri(storage)}"
-    endpoint = f" at {storage.endpoint}" if storage.endpoint else ""
-    return f"S3 {root_uri(storage)}{endpoint}"
+    """The resolved, absolute root as an operator reads it: its URI, and for an S3-compatible
+    service its endpoint."""
+    if isinstance(storage, S3Backend) and storage.endpoint:
+        return f"{root_uri(storage)} at {storage.endpoint}"
+    return root_uri(storage)
 
 
 def destination_description(pipeline: Pipeline, destination: Destination) -> str:
@@ -49,34 +45,35 @@ def destination_description(pipeline: Pipeline, destination: Destination) -> str
         how = "Partitioned by bundle: each partition is one bundle's publication at its own path; materializing " \
               "a partition publishes that bundle."
     return (
-        f"Publications of pipeline {pipeline.id} to destination {destination.id}: {root_text(destination.storage)} "
-        f"({mode.replace('_', ' ')} paths, {destination.state.mode.replace('_', ' ')} state, "
-        f"{destination.reconciliation.mode} reconciliation). {how}"
+        f"Destination {destination.id} of pipeline {pipeline.id}: {root_text(destination.storage)} "
+        f"({destination.backend}; {mode.replace('_', ' ')} paths, {destination.state.mode.replace('_', ' ')} "
+        f"state, {destination.reconciliation.mode} reconciliation). {how}"
     )
 
 
 def source_description(pipeline: Pipeline, *, partitioned: bool = False) -> str:
+    where = root_text(pipeline.source)
     if pipeline.is_upload:
         return (
-            f"Bundles uploaded to pipeline {pipeline.id} through `distributor serve`: {root_text(pipeline.source)}. "
+            f"Source of pipeline {pipeline.id}: the upload staging area {where}, filled by `distributor serve`. "
             "Observed by the uploads sensor; its data version is the digest of the newest upload."
         )
     if partitioned:
         return (
-            f"Source bundles of pipeline {pipeline.id}: {root_text(pipeline.source)}. One partition per bundle, "
+            f"Source of pipeline {pipeline.id}: {where} ({pipeline.source.backend}). One partition per bundle, "
             "keyed by its source-relative path (the bundle at the source root is '.'); each partition's data "
             "version is that bundle's digest. Observed by the watch sensor and the publish runs; the check "
             "bundle_valid names bundles that fail validation."
         )
     return (
-        f"Source bundles of pipeline {pipeline.id}: {root_text(pipeline.source)}. Observed by the watch sensor, "
+        f"Source of pipeline {pipeline.id}: {where} ({pipeline.source.backend}). Observed by the watch sensor, "
         "the publish runs and the Observe button; its data version is the digest of the newest bundle."
     )
 
 
 def newest_description(pipeline: Pipeline) -> str:
     return (
-        f"The newest bundle of the source of pipeline {pipeline.id} (latest manifest created, ties by path): what "
-        "its fixed destinations publish. Its data version is that bundle's digest; its check bundle_valid says "
-        "whether that bundle passes validation."
+        f"Newest bundle of the source of pipeline {pipeline.id} ({root_text(pipeline.source)}): the latest "
+        "manifest created, ties by path, which its fixed destinations publish. Its data version is that "
+        "bundle's digest; its check bundle_valid says whether that bundle passes validation."
     )

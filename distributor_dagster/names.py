@@ -86,11 +86,43 @@ class NameRegistry:
         return key
 
 
+def publish_job_name(prefix: str, pipeline_id: str) -> str:
+    """The asset job ``publish_<p>`` of a pipeline."""
+    return f"{prefix}publish_{sanitize(pipeline_id)}"
+
+
+@dataclass(frozen=True)
+class AssetKeys:
+    """The asset keys of one pipeline (as the translator chose them): its source, its newest-bundle
+    view (``None`` unless :func:`has_newest_view`) and its destinations, by destination id."""
+
+    source: tuple[str, ...]
+    newest: tuple[str, ...] | None
+    destinations: dict[str, tuple[str, ...]]
+
+
+def default_keys(pipeline: Pipeline, key_prefix: Sequence[str] = ()) -> AssetKeys:
+    """``[<p>]``, ``[<p>, newest]``, ``[<p>, <d>]`` after ``key_prefix`` (ids sanitised)."""
+    source = (*key_prefix, sanitize(pipeline.id))
+    return AssetKeys(
+        source=source,
+        newest=(*source, NEWEST) if has_newest_view(pipeline) else None,
+        destinations={d.id: (*source, sanitize(d.id)) for d in pipeline.destinations},
+    )
+
+
 def per_bundle(pipeline: Pipeline, destination: Destination) -> bool:
     """Whether ``destination`` gives each bundle of ``pipeline`` its own destination path
     (``preserve_relative`` over a ``local``, ``ssh`` or ``s3`` source): its asset is then
     partitioned by bundle, one partition per bundle path (issue 24)."""
     return not pipeline.is_upload and destination.path_mapping.mode != "fixed"
+
+
+def has_newest_view(pipeline: Pipeline) -> bool:
+    """Whether the pipeline mixes per-bundle and ``fixed`` destinations: the ``fixed`` ones then
+    sit behind an unpartitioned view of the newest bundle."""
+    flags = {per_bundle(pipeline, destination) for destination in pipeline.destinations}
+    return flags == {True, False}
 
 
 @dataclass(frozen=True)
@@ -124,13 +156,12 @@ class GraphNames:
 
 @dataclass(frozen=True)
 class PipelineNames:
-    """Names of one pipeline: its group, its source asset key, the key of the unpartitioned
+    """Names of one pipeline: its source asset key, the key of the unpartitioned
     "newest bundle" view (``newest_key``, only when per-bundle and ``fixed`` destinations mix),
     the dynamic partitions of its bundles (``partitions``, empty when nothing is partitioned), its
     publish graphs, the asset job ``publish_<p>`` and its sensor."""
 
     pipeline_id: str
-    group: str
     source_key: tuple[str, ...]
     newest_key: tuple[str, ...] | None
     partitions: str
@@ -172,13 +203,12 @@ MAINTENANCE_JOBS = ("prune", "reconcile_state", "audit")
 
 
 def _destination_names(
-    registry: NameRegistry, prefix: str, key_prefix: Sequence[str], pipeline: Pipeline, destination: Destination,
+    registry: NameRegistry, asset_key: tuple[str, ...], pipeline: Pipeline, destination: Destination,
     graph: GraphNames,
 ) -> DestinationNames:
     owner = Owner(pipeline.id, destination.id)
-    p, d = sanitize(pipeline.id), sanitize(destination.id)
-    asset_key = (*key_prefix, p, d)
-    registry.claim("asset", "/".join(asset_key), owner)
+    d = sanitize(destination.id)
+    registry.claim_key(asset_key, owner)
     publish_node = registry.claim("node:" + graph.node, f"publish_{d}", owner)
     return DestinationNames(
         pipeline_id=pipeline.id,
@@ -208,36 +238,31 @@ def _graphs(registry: NameRegistry, pipeline: Pipeline, graph: str, owner: Owner
     return tuple(graphs)
 
 
-def pipeline_names(
-    registry: NameRegistry, pipeline: Pipeline, *, prefix: str = "", key_prefix: Sequence[str] = ()
-) -> PipelineNames:
+def pipeline_names(registry: NameRegistry, pipeline: Pipeline, keys: AssetKeys, *, prefix: str = "") -> PipelineNames:
     owner = Owner(pipeline.id)
     p = sanitize(pipeline.id)
-    group = registry.claim("group", f"{prefix}{p}", owner)
-    source_key = (*key_prefix, p)
-    registry.claim("asset", "/".join(source_key), owner)
+    source_key = registry.claim_key(keys.source, owner)
     graphs = _graphs(registry, pipeline, f"{prefix}{p}", owner)
     partitioned = any(g.partitioned for g in graphs)
     newest_key = None
     newest_observe_op = ""
-    if partitioned and any(not g.partitioned for g in graphs):
-        newest_key = registry.claim_key((*source_key, NEWEST), owner)
+    if keys.newest is not None:
+        newest_key = registry.claim_key(keys.newest, owner)
         newest_observe_op = registry.claim("op", f"{prefix}{p}{NEWEST_GRAPH}__observe", owner)
     partitions = registry.claim("partitions", f"{'/'.join(source_key)}__bundles", owner) if partitioned else ""
     observe_op = registry.claim("op", f"{prefix}{p}__observe", owner)
-    publish_job = registry.claim("job", f"{prefix}publish_{p}", owner)
+    publish_job = registry.claim("job", publish_job_name(prefix, pipeline.id), owner)
     if pipeline.is_upload:
         uploads_sensor, watch_sensor = registry.claim("sensor", f"{prefix}uploads_{p}", owner), ""
     else:
         uploads_sensor, watch_sensor = "", registry.claim("sensor", f"{prefix}watch_{p}", owner)
     by_id = {d: g for g in graphs for d in g.destination_ids}
     destinations = tuple(
-        _destination_names(registry, prefix, key_prefix, pipeline, destination, by_id[destination.id])
+        _destination_names(registry, keys.destinations[destination.id], pipeline, destination, by_id[destination.id])
         for destination in pipeline.destinations
     )
     return PipelineNames(
         pipeline_id=pipeline.id,
-        group=group,
         source_key=source_key,
         newest_key=newest_key,
         partitions=partitions,
@@ -251,11 +276,19 @@ def pipeline_names(
     )
 
 
-def config_names(config: Config, *, prefix: str = "", key_prefix: Iterable[str] = ()) -> list[PipelineNames]:
-    """The names of every object generated for ``config``; raises :class:`NameCollisionError`."""
+def config_names(
+    config: Config, *, prefix: str = "", key_prefix: Iterable[str] = (), keys: Sequence[AssetKeys] | None = None
+) -> list[PipelineNames]:
+    """The names of every object generated for ``config`` (``keys``: each pipeline's asset keys,
+    by default :func:`default_keys`); raises :class:`NameCollisionError`."""
     registry = NameRegistry()
     for job in MAINTENANCE_JOBS:  # one job, one step of the same name (op definition <job>__destinations)
         registry.claim("job", f"{prefix}{job}", SITE)
         registry.claim("op", f"{prefix}{job}__destinations", SITE)
-    keys = tuple(key_prefix)
-    return [pipeline_names(registry, pipeline, prefix=prefix, key_prefix=keys) for pipeline in config.pipelines]
+    if keys is None:
+        prefix_keys = tuple(key_prefix)
+        keys = [default_keys(pipeline, prefix_keys) for pipeline in config.pipelines]
+    return [
+        pipeline_names(registry, pipeline, pipeline_keys, prefix=prefix)
+        for pipeline, pipeline_keys in zip(config.pipelines, keys, strict=True)
+    ]

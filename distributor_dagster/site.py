@@ -1,5 +1,5 @@
 """What every generated object of one code location shares: the loaded config, the options and
-the generated names. Built once per ``build_definitions`` call, at load time, without I/O."""
+the generated names and asset specs. Built once per ``build_definitions`` call, at load time, without I/O."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from distributor_core.config import Config, Environment, Pipeline
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.options import BuildOptions
+from distributor_dagster.specs import PipelineSpecs
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class Site:
     config: Config
     options: BuildOptions
     names: tuple[PipelineNames, ...]
+    specs: tuple[PipelineSpecs, ...]
 
     def environment(self) -> Environment:
         """Secrets resolve at run time, never at load (interfaces §1.4)."""
@@ -30,6 +32,10 @@ class Site:
             if names.pipeline_id == pipeline_id:
                 return names
         raise KeyError(pipeline_id)
+
+    def pipeline_specs(self, pipeline_id: str) -> PipelineSpecs:
+        """The translated asset specs of a pipeline."""
+        return self.specs[self.config.pipeline_index(pipeline_id)]
 
 
 def holder(job_name: str, run_id: str, step: str) -> str:

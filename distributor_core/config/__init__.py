@@ -12,6 +12,7 @@ from distributor_core.config.errors import ConfigError, ConfigFileError, ConfigL
 from distributor_core.config.load import load_config, parse_config
 from distributor_core.config.models import (
     Config,
+    DagsterAssets,
     Destination,
     HTTPUploadSource,
     LinksPolicy,
@@ -56,6 +57,7 @@ __all__ = [
     "ConfigError",
     "ConfigFileError",
     "ConfigLookupError",
+    "DagsterAssets",
     "Destination",
     "Environment",
     "HTTPUploadSource",

@@ -41,6 +41,7 @@ _TYPE_MESSAGES = {
     Kind.DURATION: "must be a duration such as 24h",
     Kind.BYTE_SIZE: "must be a byte size such as 20MB",
     Kind.STRING_LIST: "must be a list",
+    Kind.STRING_MAP: "must be a mapping",
     Kind.MAPPING: "must be a mapping",
     Kind.MAPPING_LIST: "must be a list",
 }
@@ -134,6 +135,18 @@ def _decode_value(value: Any, spec: Field, path: str, messages: list[str]) -> An
                 text = ""
             strings.append(text)
         return strings
+    if kind is Kind.STRING_MAP:
+        if not isinstance(value, dict):
+            messages.append(f"{path} {_TYPE_MESSAGES[kind]}")
+            return _INVALID
+        pairs = []
+        for key, item in value.items():
+            text = "" if item is None else scalar_text(item)
+            if text is None:
+                messages.append(f"{child_path(path, str(key))} {_TYPE_MESSAGES[Kind.STRING]}")
+                continue
+            pairs.append((scalar_text(key) or str(key), text))
+        return pairs  # (key, value) pairs in file order: the model keeps them as a tuple
     result = _decode_scalar(value, kind)
     if result is _INVALID:
         messages.append(f"{path} {_TYPE_MESSAGES[kind]}")

@@ -122,7 +122,20 @@ def _pipeline(raw: Tree, http: Tree, base_dir: Path) -> Tree:
         "id": pipeline_id,
         "source": _backend(raw.get("source", {}), base_dir, http=http, pipeline_id=pipeline_id),
         "validation": {"cache": raw.get("validation", {}).get("cache", True)},
+        "dagster": _dagster(raw.get("dagster", {})),
         "destinations": [_destination(item, base_dir) for item in raw.get("destinations", [])],
+    }
+
+
+def _dagster(raw: Tree) -> Tree:
+    """The ``dagster`` block as written (absent keys: nothing set; the Dagster layer fills in)."""
+    return {
+        "description": raw.get("description"),
+        "group": raw.get("group"),
+        "owners": raw.get("owners", []),
+        "tags": raw.get("tags", []),
+        "kinds": raw.get("kinds", []),
+        "deps": raw.get("deps", []),
     }
 
 
@@ -218,5 +231,6 @@ def _destination(raw: Tree, base_dir: Path) -> Tree:
             }
         },
         "takeover": {"mode": raw.get("takeover", {}).get("mode") or "same_pipeline"},
+        "dagster": _dagster(raw.get("dagster", {})),
         "transfer": {name: transfer.get(name) or choices[0] for name, choices in TRANSFER_CHOICES.items()},
     }

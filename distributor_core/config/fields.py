@@ -73,6 +73,7 @@ class Kind(enum.Enum):
     DURATION = "duration"
     BYTE_SIZE = "byte size"
     STRING_LIST = "list of strings"
+    STRING_MAP = "mapping of strings"
     MAPPING = "mapping"
     MAPPING_LIST = "list of mappings"
 
@@ -268,6 +269,18 @@ BACKEND_KEY_OWNERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
+#: ``dagster``: how a pipeline's or a destination's assets look in Dagster (issue 25). Dagster's own
+#: rules (group, owner and tag syntax) are applied by ``distributor_dagster`` when it builds the
+#: assets, each refusal naming this key; the CLI and the upload server ignore the block.
+DAGSTER_FIELDS = _table(
+    description=Field(Kind.STRING, "the asset's description (replaces the generated one)"),
+    group=Field(Kind.STRING, "asset group (segments of letters, digits and underscores, joined by /)"),
+    owners=Field(Kind.STRING_LIST, "asset owners: email addresses or team:<name>"),
+    tags=Field(Kind.STRING_MAP, "asset tags, key: value (Dagster's tag rules)"),
+    kinds=Field(Kind.STRING_LIST, "kinds shown next to the built-in one (at most 10 in all)"),
+    deps=Field(Kind.STRING_LIST, "upstream asset keys, components joined by / (e.g. analytics/daily_report)"),
+)
+
 DESTINATION_FIELDS = _table(
     id=Field(Kind.STRING, "destination id, unique within the pipeline", pattern=SLUG_PATTERN),
     publish=Field(
@@ -340,6 +353,12 @@ DESTINATION_FIELDS = _table(
         "when a normal publication may replace managed content of another owner or source",
         fields=_mode("same_pipeline, same_source, any_managed or never", TAKEOVER_MODES, "same_pipeline"),
     ),
+    dagster=Field(
+        Kind.MAPPING,
+        "how the destination's asset looks in Dagster: group, owners and tags add to or replace the "
+        "pipeline's; description, kinds and deps are the destination's own",
+        fields=DAGSTER_FIELDS,
+    ),
     transfer=Field(
         Kind.MAPPING,
         "actions for comparison outcomes",
@@ -376,6 +395,12 @@ PIPELINE_FIELDS = _table(
                 default=True,
             ),
         ),
+    ),
+    dagster=Field(
+        Kind.MAPPING,
+        "how the pipeline's assets look in Dagster: group, owners and tags apply to all of them; "
+        "description, kinds and deps to the source asset",
+        fields=DAGSTER_FIELDS,
     ),
     destinations=Field(
         Kind.MAPPING_LIST,

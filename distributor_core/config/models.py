@@ -278,6 +278,19 @@ class ValidationPolicy(_Model, kw_only=True):
     cache: bool = True
 
 
+class DagsterAssets(_Model, kw_only=True):
+    """The ``dagster`` block of a pipeline or a destination: how its assets look in Dagster. Only
+    ``distributor_dagster`` reads it (and applies Dagster's rules to it); ``None`` and empty
+    tuples mean "not set". ``tags`` keeps the written order."""
+
+    description: str | None = None
+    group: str | None = None
+    owners: tuple[str, ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+    kinds: tuple[str, ...] = ()
+    deps: tuple[str, ...] = ()
+
+
 class Destination(_Model, kw_only=True):
     id: str
     storage: StorageBackend
@@ -290,6 +303,7 @@ class Destination(_Model, kw_only=True):
     retention: RetentionPolicy = RetentionPolicy()
     takeover: TakeoverPolicy = TakeoverPolicy()
     transfer: TransferPolicy = TransferPolicy()
+    dagster: DagsterAssets = DagsterAssets()
 
     @property
     def backend(self) -> Literal["local", "ssh", "s3"]:
@@ -308,6 +322,7 @@ class Pipeline(_Model, kw_only=True):
     id: str
     source: SourceBackend
     validation: ValidationPolicy = ValidationPolicy()
+    dagster: DagsterAssets = DagsterAssets()
     destinations: tuple[Destination, ...]
 
     @property

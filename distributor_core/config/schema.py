@@ -111,6 +111,8 @@ def _field(spec: Field) -> dict[str, Any]:
         result = {"$ref": "#/$defs/byte_size"}
     elif kind is Kind.STRING_LIST:
         result = {"type": "array", "items": {"type": "string"}}
+    elif kind is Kind.STRING_MAP:
+        result = {"type": "object", "additionalProperties": {"type": "string"}}
     elif kind is Kind.MAPPING:
         result = _object(spec.fields, spec.backends, spec.required)
     else:

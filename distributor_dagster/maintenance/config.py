@@ -17,9 +17,9 @@ class MaintenanceConfig(dg.Config):
         description="Destinations to work on: '<pipeline id>/<destination id>', or a pipeline id for all of its "
         "destinations. Empty: every destination of the code location.",
     )
-    bundle_path: str | None = Field(
-        default=None,
-        description="One destination-relative bundle path ('.' for the root). Unset: every bundle path that holds a "
+    bundle_path: str = Field(
+        default="",
+        description="One destination-relative bundle path ('.' for the root). Empty: every bundle path that holds a "
         ".distributor.json (the CLI's --all-bundles).",
     )
 

@@ -40,7 +40,7 @@ Outcome = tuple[Any, str]
 
 
 def _bundle(config: MaintenanceConfig) -> dict[str, Any]:
-    if config.bundle_path is None:
+    if not config.bundle_path:
         return {"bundle_path": None, "all_bundles": True}
     return {"bundle_path": config.bundle_path, "all_bundles": False}
 
@@ -78,7 +78,7 @@ def _steps(
             errors.append(f"{target.label}: {error}")
         yield from observations(operation, target, report, dry_run=not writes) if report is not None else ()
         paths = [section.bundle_path for section in sections(report)] if report is not None else []
-        if config.bundle_path is not None and config.bundle_path not in paths:
+        if config.bundle_path and config.bundle_path not in paths:
             paths.append(config.bundle_path)
         digests = audit_digests(report) if operation == "audit" and report is not None else None
         yield from check_evaluations(context, site, target, paths, digests)

@@ -8,8 +8,12 @@ name their bundles by partition instead of ``bundle_path``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 from pydantic import Field
+
+from distributor_core.config import Pipeline
 
 
 class PublishConfig(dg.Config):
@@ -49,3 +53,43 @@ class UploadPublishConfig(PublishConfig):
         description="The staged upload to publish (the uploads sensor sets it); unset: every upload still "
         "waiting (status accepted), in admission order.",
     )
+
+
+#: The launchpad's value of ``destination`` for "every selected destination" (no id can be it:
+#: ids start with a letter or digit).
+ALL_DESTINATIONS = "(all)"
+
+
+def bundle_config_mapping(pipeline: Pipeline, node: str) -> dg.ConfigMapping:
+    """What the launchpad offers for a graph of a ``local``/``ssh``/``s3`` pipeline: every field
+    with a visible default (``destination: (all)``, a choice among the pipeline's destinations,
+    only when it has several; ``bundle_path: ""``), mapped onto :class:`BundlePublishConfig`."""
+    described = BundlePublishConfig.model_fields
+    fields: dict[str, dg.Field] = {}
+    if len(pipeline.destinations) > 1:
+        choices = [dg.EnumValue(ALL_DESTINATIONS, description="every selected destination asset")]
+        choices += [dg.EnumValue(d.id) for d in pipeline.destinations]
+        fields["destination"] = dg.Field(
+            dg.Enum(f"{node}__destination", choices), default_value=ALL_DESTINATIONS,
+            description=f"Restrict the run to one of the destination assets it selects; {ALL_DESTINATIONS}: every "
+            "selected one.",
+        )
+    fields["bundle_path"] = dg.Field(
+        str, default_value="",
+        description="Source-relative path of the one bundle to publish ('.' for a bundle at the source root), in a "
+        "run without a partition. Empty: every discovered bundle (a fixed destination takes the newest). A "
+        "partitioned run publishes its partitions.",
+    )
+    for flag in ("dry_run", "force", "republish"):
+        fields[flag] = dg.Field(bool, default_value=False, description=described[flag].description)
+
+    def config_fn(values: dict[str, Any]) -> dict[str, Any]:
+        chosen = values.get("destination", ALL_DESTINATIONS)
+        inner = {
+            **values,
+            "destination": None if chosen == ALL_DESTINATIONS else chosen,
+            "bundle_path": values.get("bundle_path") or None,
+        }
+        return {"discover": {"config": inner}}
+
+    return dg.ConfigMapping(config_fn=config_fn, config_schema=fields)

@@ -108,10 +108,11 @@ def publish_entries(
 
 def publish_op(
     site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames,
-    check_outputs: dict[str, str], *, with_result: bool,
+    check_outputs: dict[str, str], *, with_result: bool, upstream: tuple[str, ...] = (),
 ) -> dg.OpDefinition:
     """The step of one destination; ``check_outputs`` maps each check name to its graph output
-    name; ``with_result`` adds the ``result`` output an upload graph's ``report`` step collects."""
+    name; ``with_result`` adds the ``result`` output an upload graph's ``report`` step collects;
+    ``upstream`` names the ``Nothing`` inputs of the destination's upstream assets (its deps)."""
     asset_key = dg.AssetKey(list(names.asset_key))
     uri = root_uri(destination.storage)
     if names.partitioned:
@@ -129,6 +130,7 @@ def publish_op(
         "re-plan under the lock, write (outputs first, state last); then evaluate its checks on the paths the "
         "run targeted. Claims the concurrency pool of the destination root.",
         pool=pool_name(destination.storage.root_key),
+        ins={"validated": dg.In(Validated), **{name: dg.In(dg.Nothing) for name in upstream}},
         out=outs,
         tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
     )

@@ -107,11 +107,11 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     assert spec.metadata["destination_id"] == "local-archive"
     root = (REPO / "demo-output" / "local-publish" / "archive").resolve()
     assert spec.metadata["dagster/uri"] == root.as_uri()
-    assert f"local directory {root}" in spec.description
-    assert spec.kinds == {"local"} and spec.group_name == "example_source_bundle"
+    assert spec.description.startswith(f"Destination local-archive of pipeline example-source-bundle: {root.as_uri()}")
+    assert spec.kinds == {"file"} and spec.group_name == "example_source_bundle"
     assert {dep.asset_key for dep in spec.deps} == {dg.AssetKey(["example_source_bundle"])}
     source = specs[dg.AssetKey(["example_source_bundle"])]
-    assert source.kinds == {"local"} and source.group_name == "example_source_bundle"
+    assert source.kinds == {"file"} and source.group_name == "example_source_bundle"
     assert source.metadata["dagster/uri"] == (REPO / "examples" / "source-bundle").resolve().as_uri()
     graph = defs.resolve_asset_graph()
     assert graph.get(spec.key).is_materializable and graph.get(source.key).is_observable
@@ -166,10 +166,21 @@ def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> N
     config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
     assert set(config_fields) == {"destination", "upload_run_id", "dry_run", "force", "republish"}
     assert not any(field.is_required for field in config_fields.values())
+    # a pipeline with one destination has no destination to choose
     local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")
     ops = local.run_config_schema.config_type.fields["ops"].config_type.fields
     config_fields = ops["example_source_bundle"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"destination", "bundle_path", "dry_run", "force", "republish"}
+    assert set(config_fields) == {"bundle_path", "dry_run", "force", "republish"}
+    assert {name: field.default_value for name, field in config_fields.items()} == {
+        "bundle_path": "", "dry_run": False, "force": False, "republish": False,
+    }
+    # with several, the launchpad offers them by id, every selected one by default
+    fan_out = build_definitions(REPO / "examples" / "fan-out.yml").resolve_job_def("publish_example_fan_out")
+    ops = fan_out.run_config_schema.config_type.fields["ops"].config_type.fields
+    destination = ops["example_fan_out"].config_type.fields["config"].config_type.fields["destination"]
+    assert destination.default_value == "(all)"
+    assert destination.config_type.config_values == ["(all)", *[d.id for d in load_config(
+        REPO / "examples" / "fan-out.yml").pipelines[0].destinations]]
 
 
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:

@@ -26,7 +26,11 @@ def test_dg_project_example_builds_its_definitions_from_the_component(monkeypatc
         }
         assert [sensor.name for sensor in defs.sensors] == ["watch_site_reports"]
         specs = {tuple(spec.key.path): spec for spec in defs.resolve_all_asset_specs()}
-        assert set(specs) == {("site_reports",), ("site_reports", "archive"), ("site_reports", "html")}
+        assert set(specs) == {
+            ("site_reports",), ("site_reports", "archive"), ("site_reports", "html"), ("finance", "daily_report"),
+        }
+        # the producer's plain @asset feeds the pipeline's source
+        assert [dep.asset_key for dep in specs[("site_reports",)].deps] == [dg.AssetKey(["finance", "daily_report"])]
     finally:
         for name in [m for m in sys.modules if m == "distributor_site" or m.startswith("distributor_site.")]:
             del sys.modules[name]

@@ -365,12 +365,15 @@ def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source
     assert {meta(e, "reason") for e in materializations(forced)} == {"republish of same source requested"}
 
 
-def test_unknown_destination_fails_discover(tmp_path: Path, source: Path) -> None:
+def test_an_unknown_destination_is_refused_before_the_run_starts(tmp_path: Path, source: Path) -> None:
+    """``destination`` is a choice among the pipeline's destinations (the launchpad offers them):
+    another value is refused before anything runs."""
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    result = publish(config, cfg(destination="nope"))
-    assert not result.success
-    error = events_of(result, "STEP_FAILURE")[0].event_specific_data.error.message
-    assert "pipeline reports.daily destination nope not found" in error
+    with pytest.raises(dg.DagsterInvalidConfigError) as raised:
+        publish(config, cfg(destination="nope"))
+    assert 'Value at path root:ops:reports_daily:config:destination not in enum type' in str(raised.value)
+    assert "got nope" in str(raised.value)
+    assert not (tmp_path / "out").exists()
 
 
 SHARED = """\
