@@ -32,7 +32,8 @@ Knobs: ``BENCH_P13_SIZES`` (default ``50,200,1000``; ``BENCH_P13_QUICK=1`` drops
 ``BENCH_P13_PG=0`` skips PostgreSQL, ``BENCH_P13_STEADY`` (steady rounds, default 3, fewer when a
 round is slow), ``BENCH_BASE_TREE`` (a checkout of the code to compare with; by default
 ``git archive`` of ``BENCH_BASE_REF``, default ``13ffbb7``, under the work directory),
-``BENCH_OURS_TREE`` (default: this repository).
+``BENCH_OURS_TREE`` (default: a copy of this repository's two packages taken when the run starts,
+so commits landing during the run do not change the code measured half-way).
 
 Targets (issue 28, at P = 1,000 × 3): build ≤ 8 s, snapshot ≤ 60 MB, peak RSS ≤ 500 MB, one round
 of every sensor ≤ 1 s, first round on PostgreSQL ≤ 10 s.
@@ -252,12 +253,28 @@ def _base_tree(work: Path) -> tuple[Path, str]:
     return tree, f"git archive of {sha} ({ref}) in {tree}"
 
 
+def _ours_tree(work: Path) -> tuple[Path, str]:
+    """A copy of this repository's ``distributor_core`` and ``distributor_dagster`` as they are now
+    (uncommitted changes included), so that commits landing during a long run do not change the
+    code half-way; ``BENCH_OURS_TREE`` names another tree, used as it is."""
+    import shutil
+
+    given = os.environ.get("BENCH_OURS_TREE")
+    if given:
+        return Path(given), _tree_label(Path(given))
+    label = _tree_label(ROOT)
+    tree = work / "ours-tree"
+    for package in ("distributor_core", "distributor_dagster"):
+        shutil.copytree(ROOT / package, tree / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return tree, f"copy of {label}, taken when the run started"
+
+
 def _tree_label(tree: Path) -> str:
     head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           check=False)
     if head.returncode != 0:
         return str(tree)
-    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no", "--",
+    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--",
                             "distributor_core", "distributor_dagster"], capture_output=True, text=True, check=False)
     state = " + uncommitted changes in distributor_*" if dirty.stdout.strip() else ""
     return f"{tree} at {head.stdout.strip()}{state}"
@@ -409,7 +426,7 @@ def main():
     work = c.workdir("p13")
     try:
         base_tree, base_how = _base_tree(work)
-        ours_tree = Path(os.environ.get("BENCH_OURS_TREE") or ROOT)
+        ours_tree, ours_how = _ours_tree(work)
         trees = {"ours": ours_tree, "base": base_tree}
         sizes = _sizes()
         configs = {p: _make_site(work, p) for p in sizes}
@@ -450,7 +467,7 @@ def main():
                     f"median {first['median'] * 1000:.1f} ms, slowest {first['slowest']} {first['max']:.2f} s), "
                     f"pools {data['pools_before']} -> {data['pools']}"
                 )
-        report.notes.append(f"ours: {_tree_label(ours_tree)}; base: {base_how}")
+        report.notes.append(f"ours: {ours_how}; base: {base_how}")
         report.notes.append(quiet)
         report.notes.append(f"load average at the end: {c.loadavg()}")
         c.save(report)
