@@ -39,28 +39,51 @@ def build_site(
     return Site(config=config, options=options, names=tuple(names), specs=specs)
 
 
-def automation_sensor(site: Site, assets: list[dg.AssetsDefinition]) -> dg.AutomationConditionSensorDefinition:
-    """The sensor that evaluates the destination assets' eager automation conditions."""
-    return dg.AutomationConditionSensorDefinition(
-        name=f"{site.options.name_prefix}distributor_automation",
-        target=dg.AssetSelection.assets(*assets),
-        default_status=site.options.default_sensor_status,
-        minimum_interval_seconds=site.options.sensor_interval,
-        description="Publishes destination assets whose source was observed with a new bundle "
-        "(automation: eager).",
-    )
+#: Destination assets one automation sensor evaluates at most: a tick's cost grows with the assets
+#: (and partitions) it evaluates, so a large site gets several sensors, each bounded (Dagster itself
+#: refuses more than 500 targets for a sensor evaluated in the code server).
+AUTOMATION_TARGETS = 300
+
+
+def automation_sensors(
+    site: Site, publications: list[list[dg.AssetsDefinition]]
+) -> list[dg.AutomationConditionSensorDefinition]:
+    """The sensors that evaluate the destination assets' eager automation conditions: each
+    pipeline's destinations in one sensor, at most :data:`AUTOMATION_TARGETS` destinations per
+    sensor (``distributor_automation``, then ``distributor_automation_2``, ...)."""
+    chunks: list[list[dg.AssetsDefinition]] = [[]]
+    count = 0
+    for pipeline_assets in publications:
+        size = sum(len(a.keys) for a in pipeline_assets)
+        if chunks[-1] and count + size > AUTOMATION_TARGETS:
+            chunks.append([])
+            count = 0
+        chunks[-1].extend(pipeline_assets)
+        count += size
+    return [
+        dg.AutomationConditionSensorDefinition(
+            name=f"{site.options.name_prefix}distributor_automation" + (f"_{index}" if index > 1 else ""),
+            target=dg.AssetSelection.assets(*chunk),
+            default_status=site.options.default_sensor_status,
+            minimum_interval_seconds=site.options.sensor_interval,
+            description="Publishes destination assets whose source was observed with a new bundle "
+            f"(automation: eager); sensor {index} of {len(chunks)}.",
+        )
+        for index, chunk in enumerate(chunks, start=1)
+        if chunk
+    ]
 
 
 def definitions_for(site: Site) -> dg.Definitions:
     assets: list[dg.AssetsDefinition] = []
     jobs: list[dg.JobDefinition | UnresolvedAssetJobDefinition] = []
     sensors: list[dg.SensorDefinition] = []
-    automated: list[dg.AssetsDefinition] = []
+    automated: list[list[dg.AssetsDefinition]] = []
     for pipeline, names in zip(site.config.pipelines, site.names, strict=True):
         publication = publish_assets(site, pipeline, names)
         assets.extend([*source_assets(site, pipeline, names), *publication])
         if site.options.eager and not pipeline.is_upload:
-            automated.extend(publication)
+            automated.append(publication)
         publish = publish_job(pipeline, names)
         jobs.append(publish)
         if pipeline.is_upload:
@@ -68,7 +91,7 @@ def definitions_for(site: Site) -> dg.Definitions:
         else:
             sensors.append(watch_sensor(site, pipeline, names))
     if automated:
-        sensors.append(automation_sensor(site, automated))
+        sensors.extend(automation_sensors(site, automated))
     # the publish executor is the location's default: runs of the implicit asset job (Materialize
     # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
     jobs.extend(maintenance_jobs(site))

@@ -144,3 +144,27 @@ def test_a_newly_observed_bundle_requests_the_destinations_without_a_publish_run
     apply_tick(instance, reissued)
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
     assert {key: result.get_requested_partitions(key) for key in (ARCHIVE, COPY)} == {ARCHIVE: {"d1"}, COPY: {"d1"}}
+
+
+def test_a_large_site_splits_automation_into_bounded_sensors(tmp_path: Path) -> None:
+    """A tick's cost grows with the assets it evaluates: each automation sensor evaluates at most
+    300 destination assets, a pipeline's destinations always in the same sensor."""
+    pipelines = "".join(
+        f"""
+  - id: p{n}
+    source: {{backend: local, path: src/p{n}}}
+    destinations:
+      - {{id: a, backend: local, path: out/p{n}/a}}
+      - {{id: b, backend: local, path: out/p{n}/b}}
+      - {{id: c, backend: local, path: out/p{n}/c, path_mapping: {{mode: fixed}}}}"""
+        for n in range(101)
+    )
+    defs = build_definitions(write_config(tmp_path, f"pipelines:{pipelines}\n"), automation="eager")
+    sensors = [s for s in defs.sensors if isinstance(s, dg.AutomationConditionSensorDefinition)]
+    assert [s.name for s in sensors] == ["distributor_automation", "distributor_automation_2"]
+    graph = defs.resolve_asset_graph()
+    targets = [s.asset_selection.resolve(graph) for s in sensors]
+    assert [len(t) for t in targets] == [300, 3]
+    destinations = {key for key in graph.get_all_asset_keys() if len(key.path) == 2 and key.path[1] != "newest"}
+    assert targets[0] | targets[1] == destinations and not targets[0] & targets[1]
+    assert {key.path[0] for key in targets[1]} == {"p100"}
