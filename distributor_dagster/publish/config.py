@@ -8,6 +8,7 @@ name their bundles by partition instead of ``bundle_path``.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import dagster as dg
@@ -60,6 +61,14 @@ class UploadPublishConfig(PublishConfig):
 ALL_DESTINATIONS = "(all)"
 
 
+def enum_name(node: str, ids: list[str]) -> str:
+    """The config type name of a pipeline's destination choice. Dagster memoizes config shapes by
+    their fields' type names for the life of the process, so the name carries the choices: a code
+    server that reloads a config with one more destination must offer it, not the old list."""
+    digest = hashlib.sha256("\0".join(ids).encode()).hexdigest()[:8]
+    return f"{node}__destination_{digest}"
+
+
 def bundle_config_mapping(pipeline: Pipeline, node: str) -> dg.ConfigMapping:
     """What the launchpad offers for a graph of a ``local``/``ssh``/``s3`` pipeline: every field
     with a visible default (``destination: (all)``, a choice among the pipeline's destinations,
@@ -70,7 +79,7 @@ def bundle_config_mapping(pipeline: Pipeline, node: str) -> dg.ConfigMapping:
         choices = [dg.EnumValue(ALL_DESTINATIONS, description="every selected destination asset")]
         choices += [dg.EnumValue(d.id) for d in pipeline.destinations]
         fields["destination"] = dg.Field(
-            dg.Enum(f"{node}__destination", choices), default_value=ALL_DESTINATIONS,
+            dg.Enum(enum_name(node, [d.id for d in pipeline.destinations]), choices), default_value=ALL_DESTINATIONS,
             description=f"Restrict the run to one of the destination assets it selects; {ALL_DESTINATIONS}: every "
             "selected one.",
         )

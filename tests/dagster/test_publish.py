@@ -376,6 +376,18 @@ def test_an_unknown_destination_is_refused_before_the_run_starts(tmp_path: Path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_destination_added_to_the_config_is_offered_after_a_reload(tmp_path: Path, source: Path) -> None:
+    """A code server reloads a config in the same process: the launchpad's choice of destination is
+    the new list (Dagster keeps config types for the life of the process)."""
+    two = CONFIG.format(out="out").split("      - id: latest")[0]
+    only_graph = {"ops": {GRAPH: {"config": {"destination": "archive"}}}}
+    assert publish(write_config(tmp_path, two, "two.yml"), only_graph).success
+    three = write_config(tmp_path, CONFIG.format(out="out"), "three.yml")
+    result = publish(three, cfg(destination="latest"))
+    assert result.success
+    assert [meta(e, "destination_id") for e in materializations(result)] == ["latest"]
+
+
 SHARED = """\
 pipelines:
   - id: site
