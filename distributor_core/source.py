@@ -21,6 +21,7 @@ from distributor_core.bundle import (
     Manifest,
     ProgressCallback,
     check_content,
+    columns,
     digest_chunks,
     parse_manifest,
     validate_manifest,
@@ -28,7 +29,6 @@ from distributor_core.bundle import (
 )
 from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
-from distributor_core.state import fastcheck
 from distributor_core.storage.base import CHUNK_SIZE, Entry, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -195,7 +195,7 @@ def load_source_manifest(storage: Storage, bundle_path: str) -> Manifest:
             raise
         raise BundleValidationError(str(error).replace(f"file {MANIFEST_NAME}", MANIFEST_NAME, 1)) from exc
     try:
-        manifest = fastcheck.manifest_from_obj_fast(loads_object(data))
+        manifest = columns.valid_manifest_from_obj(loads_object(data))
     except JSONFormatError:
         manifest = None
     # anything unusual (or invalid) takes the exact parser, which words the error
@@ -231,7 +231,7 @@ def validate_source_bundle(
     entry is not read at all (nor kept: publishing reads and verifies it); every other file is
     hashed as without a cache and, when it matches, recorded (``distributor_core.validation_cache``).
     """
-    if not manifest_checked and not fastcheck.manifest_valid(manifest):
+    if not manifest_checked and not columns.manifest_valid(manifest):
         validate_manifest(manifest)
     records = manifest.files
     capabilities = storage.capabilities

@@ -105,3 +105,11 @@ def marshal_manifest(manifest: Manifest) -> bytes:
     """Validate, then encode as Go-compatible two-space indented JSON plus a trailing newline."""
     validate_manifest(manifest)
     return dumps_indented_bytes(manifest_to_obj(manifest))
+
+
+__all__ = [
+    "manifest_from_obj",
+    "manifest_to_obj",
+    "marshal_manifest",
+    "parse_manifest",
+]

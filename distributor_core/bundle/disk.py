@@ -131,3 +131,10 @@ def validate_bundle(
         finally:
             os.close(fd)
     return manifest
+
+
+__all__ = [
+    "MAX_MANIFEST_SIZE",
+    "load_manifest",
+    "validate_bundle",
+]

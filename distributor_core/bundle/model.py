@@ -64,3 +64,13 @@ class BundleFile(msgspec.Struct, frozen=True):
 
     source_path: str | Path
     path: str
+
+
+__all__ = [
+    "MANIFEST_NAME",
+    "SCHEMA_VERSION",
+    "STATE_FILE_NAME",
+    "BundleFile",
+    "Manifest",
+    "ManifestFile",
+]

@@ -94,3 +94,11 @@ def manifest_identity(manifest: Manifest) -> ManifestIdentity:
         manifest.created,
         tuple((f.path, f.sha256, f.size) for f in manifest.files),
     )
+
+
+__all__ = [
+    "ManifestIdentity",
+    "manifest_identity",
+    "manifests_equal",
+    "validate_manifest",
+]

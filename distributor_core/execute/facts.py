@@ -17,6 +17,7 @@ Storage errors propagate (they fail the destination); planning errors are ``Plan
 from __future__ import annotations
 
 from distributor_core import paths as lp
+from distributor_core.bundle import columns
 from distributor_core.execute.request import PlanRequest
 from distributor_core.gcpause import gc_paused
 from distributor_core.plan import (
@@ -35,7 +36,6 @@ from distributor_core.plan import (
     prepare,
     render_markdown,
 )
-from distributor_core.state import fastcheck
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 
@@ -59,7 +59,7 @@ def read_state(
         if exc.kind != ErrorKind.NOT_FOUND:
             raise
         return StateFacts.absent()
-    if source_manifest is not None and not manifest_validated and not fastcheck.manifest_valid(source_manifest):
+    if source_manifest is not None and not manifest_validated and not columns.manifest_valid(source_manifest):
         source_manifest = None  # not known valid: the state's manifest is parsed and checked itself
     return StateFacts.from_bytes(data, revision, source_manifest=source_manifest)
 

@@ -133,3 +133,14 @@ _ANSWER_TYPES: dict[type, type | tuple[type, ...]] = {
     ListFiles: Listing,
     FirstExisting: (str, type(None)),
 }
+
+
+__all__ = [
+    "DestinationFacts",
+    "FactRequest",
+    "FirstExisting",
+    "HasAny",
+    "ListFiles",
+    "Listing",
+    "StateFacts",
+]

@@ -211,3 +211,15 @@ class Plan(msgspec.Struct, frozen=True):
     def owner_outputs_to_write(self) -> tuple[PlannedOutput, ...]:
         return self.outputs if self.state_mode == StateMode.SHARED_ROOT and self.action.executable else ()
 
+
+__all__ = [
+    "ACTION_ORDER",
+    "Action",
+    "DestinationPolicy",
+    "LinkPolicy",
+    "Plan",
+    "PlanError",
+    "PlannedOutput",
+    "TakenOverOutput",
+    "TransferPolicy",
+]

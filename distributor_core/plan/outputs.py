@@ -269,3 +269,10 @@ def apply_links(
     else:
         chosen = first_generated or first_source
     return with_urls, chosen
+
+
+__all__ = [
+    "bundle_path_for",
+    "markdown_sources",
+    "render_markdown",
+]

@@ -22,15 +22,15 @@ from typing import Any
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
+    columns,
     manifest_from_obj,
     manifest_to_obj,
     validate_manifest,
 )
 from distributor_core.gcpause import gc_paused
-from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
-from distributor_core.state import fastcheck, typed
+from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
+from distributor_core.state import typed
 from distributor_core.state.errors import StateError, go_quote
-from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.state.model import (
     LEGACY_SCHEMA_VERSION,
     RECONCILIATION_REPLACE,
@@ -202,7 +202,7 @@ def _manifest(raw_source: dict[str, Any] | None, context: str, known: Known) -> 
     built by the fast or the exact path (whose error names ``context``)."""
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
-    fast = fastcheck.expected_manifest_for(raw_source["manifest"], known) or fastcheck.manifest_from_obj_fast(
+    fast = columns.expected_manifest_for(raw_source["manifest"], known) or columns.valid_manifest_from_obj(
         raw_source["manifest"]
     )
     if fast is not None:
@@ -646,3 +646,12 @@ def marshal_state(doc: StateDocument, *, valid_manifests: Known = ()) -> bytes:
     else:
         raise StateError("destination state document is empty")
     return dumps_indented_bytes(state_to_obj(doc))
+
+
+__all__ = [
+    "marshal_state",
+    "parse_shared_root",
+    "parse_single_owner",
+    "parse_state_document",
+    "state_to_obj",
+]

@@ -17,8 +17,7 @@ from typing import Annotated
 
 import msgspec
 
-from distributor_core.bundle import Manifest, ManifestFile
-from distributor_core.state import fastcheck
+from distributor_core.bundle import Manifest, ManifestFile, columns
 from distributor_core.state.model import records_from_columns
 from distributor_core.timefmt import TimestampError, parse_rfc3339
 
@@ -128,7 +127,7 @@ def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
     """The recorded manifest, valid: the one of ``valid`` (already validated by the caller) it
     describes exactly; one with the files of such a manifest (a newer build of the same
     content), whose own fields then pass the manifest rules; or one whose columns
-    ``fastcheck.manifest_columns_valid`` accepts, built column-wise. ``None`` when none of these
+    ``columns.manifest_columns_valid`` accepts, built column-wise. ``None`` when none of these
     (the exact decoder then words the error)."""
     raw = doc.source.manifest if doc.source is not None else None
     if raw is None or not raw.files or raw.created is None:
@@ -162,14 +161,14 @@ def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
             and isinstance(raw.id, str)
             and raw.id != ""
             and raw.digest == known.digest
-            and fastcheck.times_set([created])
+            and columns.times_set([created])
         ):
             return Manifest(
                 schema_version=raw.schema_version, id=raw.id, digest=raw.digest, created=created, files=known.files
             )
     if raw.schema_version is None or raw.id is None or raw.digest is None:
         return None
-    if not fastcheck.manifest_columns_valid(raw.schema_version, raw.id, raw.digest, created, paths, shas, sizes):
+    if not columns.manifest_columns_valid(raw.schema_version, raw.id, raw.digest, created, paths, shas, sizes):
         return None
     return Manifest(
         schema_version=raw.schema_version,

@@ -6,6 +6,7 @@ Checks run in the Go reference's order so a document with several problems repor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from operator import attrgetter
@@ -15,12 +16,12 @@ from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
+    columns,
     digest_problem,
     source_path_problem,
     validate_manifest,
 )
 from distributor_core.jsonfmt import go_json_string, is_json_int
-from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.model import (
     OUTPUT_KIND_GENERATED,
@@ -62,6 +63,24 @@ def check_http_url(url: str) -> str | None:
     return None
 
 
+#: absolute http(s) URLs with a plain ASCII host (and optional small port) and no whitespace
+#: or control character anywhere: urlsplit parses them and finds the scheme and a host
+_URL_TEXT = r"(?i:https?)://[A-Za-z0-9._-]+(?::[0-9]{1,4})?(?:[/?#][^\n\x00-\x20\x7f]*)?"
+_URLS = re.compile(rf"{_URL_TEXT}(?:\n{_URL_TEXT})*")
+
+
+def http_urls_valid(urls: Sequence[object]) -> bool:
+    """True when every value is an absolute http(s) URL :func:`check_http_url` accepts (checked
+    as one newline-joined text); ``False`` means "maybe not"."""
+    if not urls:
+        return True
+    try:
+        text = "\n".join(urls)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return text.count("\n") == len(urls) - 1 and _URLS.fullmatch(text) is not None
+
+
 def _required_time(value: datetime, context: str) -> None:
     if is_zero(value):
         raise StateError(f"{context} is required")
@@ -69,7 +88,7 @@ def _required_time(value: datetime, context: str) -> None:
 
 def _check_manifest(manifest: Manifest | None, context: str, valid: Sequence[Manifest] = ()) -> None:
     """``valid``: manifests the caller has already validated; one of them (by identity) passes."""
-    if any(known is manifest for known in valid) or fastcheck.manifest_valid(manifest):
+    if any(known is manifest for known in valid) or columns.manifest_valid(manifest):
         return
     if manifest is None:
         raise StateError(f"{context} is required")
@@ -110,10 +129,10 @@ def _check_output_common(index: int, output: OutputRecord | SharedOutputRecord) 
         raise StateError(f"{prefix}.size must be non-negative")
 
 
-def _outputs_valid_fast(
+def _outputs_valid_columns(
     outputs, record_type: type, owners: set[OwnerScope] | None = None, valid_paths: list[str] | None = None
 ) -> bool:
-    """True when every output passes the per-record rules below (see :mod:`.fastcheck`); the
+    """True when every output passes the per-record rules below (checked a column at a time); the
     loops then need not run. ``owners`` given: the shared-root rules too. ``valid_paths``: paths
     already known valid (the state's validated manifest); equal path columns need no rescan."""
     try:
@@ -137,9 +156,9 @@ def _outputs_valid_fast(
             return False
         if not {o.scope for o in outputs} <= owners:
             return False
-        if not fastcheck.digests_valid([o.source_digest for o in outputs]):
+        if not columns.digests_valid([o.source_digest for o in outputs]):
             return False
-        return fastcheck.times_set([o.source_created for o in outputs])
+        return columns.times_set([o.source_created for o in outputs])
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
 
@@ -178,13 +197,13 @@ def output_columns_valid(
             transform for kind, transform in zip(kinds, transforms, strict=True) if kind == OUTPUT_KIND_GENERATED
         ):
             return False
-        if not fastcheck.http_urls_valid([url for url in urls if url]):
+        if not http_urls_valid([url for url in urls if url]):
             return False
-        if shas != valid_shas and not fastcheck.digests_valid(shas):
+        if shas != valid_shas and not columns.digests_valid(shas):
             return False
-        if not fastcheck.sizes_valid(sizes):
+        if not columns.sizes_valid(sizes):
             return False
-        return fastcheck.times_set(times)
+        return columns.times_set(times)
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
 
@@ -231,7 +250,7 @@ def _validate_single_owner(
         return state
     # the manifest passed validation above (or in the parser), so its paths are valid paths
     manifest_paths = [f.path for f in state.manifest.files]
-    if not _outputs_valid_fast(state.outputs, OutputRecord, valid_paths=manifest_paths):
+    if not _outputs_valid_columns(state.outputs, OutputRecord, valid_paths=manifest_paths):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             if not isinstance(output, OutputRecord):
@@ -305,7 +324,7 @@ def _validate_shared_root(
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
-    if not _outputs_valid_fast(state.outputs, SharedOutputRecord, owners):
+    if not _outputs_valid_columns(state.outputs, SharedOutputRecord, owners):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             _check_shared_output(index, output, owners)
@@ -326,3 +345,11 @@ def validate_state(doc: SingleOwnerState | SharedRootState | None) -> SingleOwne
     if isinstance(doc, SharedRootState):
         return validate_shared_root(doc)
     raise StateError("destination state document is empty")
+
+
+__all__ = [
+    "check_http_url",
+    "validate_shared_root",
+    "validate_single_owner",
+    "validate_state",
+]

@@ -1,4 +1,5 @@
-"""Whole-list validity checks for large manifests and states (performance only).
+"""The manifest rules checked a whole column at a time, for large manifests (and the state's output
+records, which carry the same paths, digests, sizes and times).
 
 Each function answers one question conservatively: ``True`` means the exact, record-by-record
 validation (``paths.check_bundle_path``, ``bundle.digest_problem``, ``validate_manifest``, the
@@ -18,8 +19,9 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from distributor_core import paths as lp
-from distributor_core.bundle import Manifest, ManifestError, ManifestFile
-from distributor_core.jsonfmt import dumps_compact, go_escape
+from distributor_core.bundle.errors import ManifestError
+from distributor_core.bundle.model import Manifest, ManifestFile
+from distributor_core.jsonfmt import go_escape
 from distributor_core.timefmt import ZERO_TIME, TimestampError, parse_rfc3339
 
 #: the string encoder json.dumps(ensure_ascii=False) uses (the C one when available)
@@ -27,10 +29,6 @@ _encode_string = json.encoder.encode_basestring
 
 _DIGESTS = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*sha256:[0-9a-f]{64}")
 _DIGEST_LEN = len("sha256:") + 64
-#: absolute http(s) URLs with a plain ASCII host (and optional small port) and no whitespace
-#: or control character anywhere: urlsplit parses them and finds the scheme and a host
-_URL = r"(?i:https?)://[A-Za-z0-9._-]+(?::[0-9]{1,4})?(?:[/?#][^\n\x00-\x20\x7f]*)?"
-_URLS = re.compile(rf"{_URL}(?:\n{_URL})*")
 
 
 def _joined(values: Sequence[Any]) -> str | None:
@@ -44,10 +42,6 @@ def _joined(values: Sequence[Any]) -> str | None:
     return text
 
 
-#: the column check of the path rules lives with the rules (``paths``)
-bundle_paths_valid = lp.bundle_paths_valid
-
-
 def digests_valid(values: Sequence[Any]) -> bool:
     """True when every value is ``sha256:`` + 64 lowercase hex characters."""
     if not values:
@@ -56,14 +50,6 @@ def digests_valid(values: Sequence[Any]) -> bool:
     if text is None or len(text) != len(values) * (_DIGEST_LEN + 1) - 1:
         return False
     return _DIGESTS.fullmatch(text) is not None
-
-
-def http_urls_valid(urls: Sequence[Any]) -> bool:
-    """True when every value is an absolute http(s) URL ``state.validate.check_http_url`` accepts."""
-    if not urls:
-        return True
-    text = _joined(urls)
-    return text is not None and _URLS.fullmatch(text) is not None
 
 
 def sizes_valid(sizes: Sequence[Any]) -> bool:
@@ -85,14 +71,6 @@ def times_set(values: Sequence[Any]) -> bool:
     return True
 
 
-def bundle_digest_fast(files: Sequence[ManifestFile]) -> str:
-    """``bundle.bundle_digest`` for records whose sizes are plain ints: the canonical payload is
-    Go's compact JSON of ``[{"path","sha256","size"}...]``, which one C-encoded ``dumps_compact``
-    call produces byte for byte (same string encoding, Go escapes applied to the whole text)."""
-    payload = dumps_compact([{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files])
-    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
 _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
 _RECORD = '{{"path":"{}","sha256":"{}","size":{}}}'.format
 
@@ -108,7 +86,7 @@ def _digest_of_columns(paths: list[str], shas: list[str], sizes: list[int]) -> s
 
 
 def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
-    """:func:`bundle_digest_fast` for records already known valid (plain-int sizes, digests of
+    """``bundle.bundle_digest`` for records already known valid (plain-int sizes, digests of
     lowercase hex, so only paths need JSON string encoding)."""
     encode = _encode_string
     body = ",".join([f'{{"path":{encode(f.path)},"sha256":"{f.sha256}","size":{f.size}}}' for f in files])
@@ -157,7 +135,7 @@ def manifest_columns_valid(
             return False
         if not paths or not len(paths) == len(shas) == len(sizes):
             return False
-        if len(set(paths)) != len(paths) or not bundle_paths_valid(paths):
+        if len(set(paths)) != len(paths) or not lp.bundle_paths_valid(paths):
             return False
         if not digests_valid(shas) or not sizes_valid(sizes):
             return False
@@ -166,7 +144,7 @@ def manifest_columns_valid(
         return False
 
 
-def manifest_from_obj_fast(obj: Any) -> Manifest | None:
+def valid_manifest_from_obj(obj: Any) -> Manifest | None:
     """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
     per-field checks, when every field has its plain expected type and the result is valid
     (:func:`manifest_valid`); ``None`` otherwise (the exact path then reports)."""

@@ -1,5 +1,6 @@
-"""The whole-list checks of ``state.fastcheck`` never accept what the exact rules refuse, and the
-fast digest is byte-for-byte the canonical one (performance shortcuts, issue 8)."""
+"""The whole-column checks of the manifest and state rules (``bundle.columns``,
+``state.validate.http_urls_valid``, ``paths.bundle_paths_valid``) never accept what the exact rules
+refuse, and the digest of valid records is byte-for-byte the canonical one."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
     ManifestFile,
     bundle_digest,
+    columns,
     digest_problem,
     source_path_problem,
 )
 from distributor_core.bundle.validate import validate_manifest
-from distributor_core.state import fastcheck
-from distributor_core.state.validate import check_http_url
+from distributor_core.state.validate import check_http_url, http_urls_valid
 
 _PIECES = [
     "a", "b", 'q"', "\u2029",
@@ -33,28 +35,28 @@ _texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_texts, min_size=1, max_size=4))
 def test_bundle_paths_valid_only_for_valid_paths(paths: list[str]) -> None:
-    if fastcheck.bundle_paths_valid(paths):
+    if lp.bundle_paths_valid(paths):
         assert all(source_path_problem(p) is None for p in paths)
 
 
 def test_bundle_paths_valid_accepts_ordinary_paths() -> None:
-    assert fastcheck.bundle_paths_valid(["report.md", "data/2026/part-01.csv", "é/x y.txt", ".github/a"])
+    assert lp.bundle_paths_valid(["report.md", "data/2026/part-01.csv", "é/x y.txt", ".github/a"])
     for bad in ["", "/a", "a/", "a//b", "a/./b", "a/..", "a\nb", "x/manifest.json", ".distributor.json"]:
-        assert not fastcheck.bundle_paths_valid(["ok", bad])
+        assert not lp.bundle_paths_valid(["ok", bad])
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(["http", "HTTPS", "://", "a", ".", ":", "80", "99999", "/", "?", "#", " ", "\n", "[",
                                  "@", "é", "\t", "-"]), max_size=8).map("".join))
 def test_http_urls_valid_only_for_valid_urls(url: str) -> None:
-    if fastcheck.http_urls_valid([url]):
+    if http_urls_valid([url]):
         assert check_http_url(url) is None
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(["sha256:", "0" * 64, "a" * 64, "A" * 64, "\n", "x", "0"]), max_size=4).map("".join))
 def test_digests_valid_only_for_digests(value: str) -> None:
-    if fastcheck.digests_valid([value, "sha256:" + "0" * 64]):
+    if columns.digests_valid([value, "sha256:" + "0" * 64]):
         assert digest_problem(value) is None
 
 
@@ -66,10 +68,9 @@ def test_fast_digest_is_the_canonical_digest(rows: list[tuple[str, int]]) -> Non
         expected = bundle_digest(files)
     except UnicodeEncodeError:  # surrogates cannot be hashed either way
         return
-    assert fastcheck.bundle_digest_fast(files) == expected
-    assert fastcheck.bundle_digest_valid_records(files) == expected
+    assert columns.bundle_digest_valid_records(files) == expected
     if all(source_path_problem(p) is None for p, _ in rows):  # columns: valid records only
-        assert fastcheck._digest_of_columns([f.path for f in files], [f.sha256 for f in files],
+        assert columns._digest_of_columns([f.path for f in files], [f.sha256 for f in files],
                                             [f.size for f in files]) == expected
 
 
@@ -77,7 +78,7 @@ def test_manifest_valid_agrees_with_validate_manifest() -> None:
     files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c.txt", "sha256:" + "2" * 64, 0))
     good = Manifest(1, "id", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
     validate_manifest(good)
-    assert fastcheck.manifest_valid(good)
+    assert columns.manifest_valid(good)
     broken = [
         Manifest(1, "id", "sha256:" + "0" * 64, good.created, files),  # digest mismatch
         Manifest(1, "", good.digest, good.created, files),
@@ -89,7 +90,7 @@ def test_manifest_valid_agrees_with_validate_manifest() -> None:
         Manifest(1, "id", good.digest, good.created, ()),
     ]
     for manifest in broken:
-        assert not fastcheck.manifest_valid(manifest)
+        assert not columns.manifest_valid(manifest)
 
 
 # ---------------------------------------------------------------------------- parse parity
@@ -233,17 +234,17 @@ def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument
 
     from distributor_core.state import StateError, marshal_state, parse_state_document
 
-    assert not hasattr(fastcheck, "_RECENT_VALID")
+    assert not hasattr(columns, "_RECENT_VALID")
     state = parse_state_document(_state_text([_VARIANTS[0]]))
-    assert fastcheck.manifest_valid(state.manifest)
+    assert columns.manifest_valid(state.manifest)
     calls: list[object] = []
-    original = fastcheck.manifest_valid
+    original = columns.manifest_valid
 
     def counting(manifest: object) -> bool:
         calls.append(manifest)
         return original(manifest)
 
-    monkeypatch.setattr(fastcheck, "manifest_valid", counting)
+    monkeypatch.setattr(columns, "manifest_valid", counting)
     marshal_state(state)
     assert len(calls) == 1 and calls[0] is state.manifest  # asked again: nothing remembered it
     calls.clear()
@@ -313,7 +314,7 @@ def test_manifest_columns_valid_agrees_with_validate_manifest() -> None:
     files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c", "sha256:" + "2" * 64, 0))
     good = Manifest(1, "b", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
     validate_manifest(good)
-    assert fastcheck.manifest_valid(good)
+    assert columns.manifest_valid(good)
     for bad in (
         Manifest(2, "b", good.digest, good.created, files),
         Manifest(1, "", good.digest, good.created, files),
@@ -323,6 +324,6 @@ def test_manifest_columns_valid_agrees_with_validate_manifest() -> None:
         Manifest(1, "b", good.digest, good.created, (files[0], files[0])),
         Manifest(1, "b", good.digest, good.created, ()),
     ):
-        assert not fastcheck.manifest_valid(bad)
+        assert not columns.manifest_valid(bad)
         with pytest.raises(ManifestError):
             validate_manifest(bad)

@@ -422,3 +422,14 @@ def _force_deletes(pub: Publication, facts: DestinationFacts, draft: _Draft) -> 
             deletes.append(relative)
     draft.deletes = tuple(deletes)
     return None
+
+
+__all__ = [
+    "FORCE_WALK_LIMIT",
+    "REPLACE_CHECK_SLACK",
+    "Publication",
+    "check_request",
+    "current_owner_records",
+    "decide",
+    "prepare",
+]
