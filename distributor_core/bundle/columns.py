@@ -15,14 +15,13 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from distributor_core import paths as lp
-from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import Manifest, ManifestFile
 from distributor_core.jsonfmt import go_escape
-from distributor_core.timefmt import ZERO_TIME, TimestampError, parse_rfc3339
+from distributor_core.timefmt import ZERO_TIME
 
 #: the string encoder json.dumps(ensure_ascii=False) uses (the C one when available)
 _encode_string = json.encoder.encode_basestring
@@ -95,13 +94,10 @@ def bundle_digest_valid_records(files: Sequence[ManifestFile]) -> str:
 
 
 def manifest_valid(manifest: Any) -> bool:
-    """True when ``bundle.validate_manifest(manifest)`` would accept ``manifest``.
-
-    No memo: a caller that already validated a manifest says so explicitly (``valid_manifests``
-    of ``state.parse_state_document`` / ``state.marshal_state``, ``manifest_checked`` of
-    ``source.validate_source_bundle``) instead of asking again."""
+    """True when ``manifest`` passes every manifest rule (``False``: maybe not, the exact rules of
+    ``bundle.validate`` then word the problem)."""
     try:
-        if type(manifest) is not Manifest:
+        if not isinstance(manifest, Manifest):
             return False
         files = manifest.files
         if not files or set(map(type, files)) != {ManifestFile}:
@@ -141,67 +137,4 @@ def manifest_columns_valid(
             return False
         return _digest_of_columns(paths, shas, sizes) == digest
     except Exception:  # anything unexpected: let the exact validation decide
-        return False
-
-
-def valid_manifest_from_obj(obj: Any) -> Manifest | None:
-    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
-    per-field checks, when every field has its plain expected type and the result is valid
-    (:func:`manifest_valid`); ``None`` otherwise (the exact path then reports)."""
-    try:
-        if type(obj) is not dict:
-            return None
-        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
-        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
-            return None
-        if type(created) is not str or type(obj["files"]) is not list:
-            return None
-        items = obj["files"]
-        if set(map(type, items)) - {dict}:
-            return None
-        paths, shas, sizes = (list(map(itemgetter(key), items)) for key in ("path", "sha256", "size"))
-        if set(map(type, paths)) - {str} or set(map(type, shas)) - {str} or set(map(type, sizes)) - {int}:
-            return None
-        manifest = Manifest(
-            schema_version=version,
-            id=manifest_id,
-            digest=digest,
-            created=parse_rfc3339(created),
-            files=tuple(map(ManifestFile, paths, shas, sizes)),
-        )
-    except (KeyError, TypeError, TimestampError, ManifestError):
-        return None
-    return manifest if manifest_valid(manifest) else None
-
-
-def expected_manifest_for(obj: Any, valid: Sequence[Manifest]) -> Manifest | None:
-    """The manifest of ``valid`` (manifests the caller has already validated and expects the
-    document to record, such as the source manifest being planned) that ``obj``, a decoded
-    manifest object, describes exactly: parsing ``obj`` would build an equal manifest, so that
-    one can be used instead. ``None`` when none qualifies."""
-    for manifest in valid:
-        if _describes(obj, manifest):
-            return manifest
-    return None
-
-
-def _describes(obj: Any, manifest: Manifest) -> bool:
-    try:
-        if type(obj) is not dict or type(manifest) is not Manifest:
-            return False
-        if type(obj["schema_version"]) is not int or obj["schema_version"] != manifest.schema_version:
-            return False
-        if obj["id"] != manifest.id or obj["digest"] != manifest.digest or type(obj["created"]) is not str:
-            return False
-        items, files = obj["files"], manifest.files
-        if type(items) is not list or len(items) != len(files) or set(map(type, items)) - {dict}:
-            return False
-        if parse_rfc3339(obj["created"]) != manifest.created:
-            return False
-        for key, getter, kind in (("path", _PATH, str), ("sha256", _SHA256, str), ("size", _SIZE, int)):
-            column = list(map(itemgetter(key), items))
-            if set(map(type, column)) - {kind} or column != list(map(getter, files)):
-                return False
-        return True
-    except (KeyError, TypeError, TimestampError):
         return False

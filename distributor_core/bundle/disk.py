@@ -119,7 +119,7 @@ def validate_bundle(
 
     ``progress`` (optional) is called with the number of bytes hashed after each chunk.
     """
-    validate_manifest(manifest)
+    manifest = validate_manifest(manifest)
     root_path = Path(root)
     for record in manifest.files:
         fd, size = open_regular(root_path, record.path)

@@ -26,7 +26,7 @@ import msgspec
 from distributor_core import paths as lp
 from distributor_core.execute import journal as jr
 from distributor_core.execute.lock import DestinationLock
-from distributor_core.execute.statebuild import build_state, validated_manifests
+from distributor_core.execute.statebuild import build_state
 from distributor_core.parallel import run_ordered
 from distributor_core.plan.model import Action, Plan, PlannedOutput
 from distributor_core.state import marshal_state
@@ -184,7 +184,7 @@ def execute_plan(
         )
     bundle = plan.bundle_path
     state = build_state(plan, now=now, version=version)
-    state_bytes = marshal_state(state, valid_manifests=validated_manifests(plan))
+    state_bytes = marshal_state(state)
     state_path = lp.state_path(bundle)
 
     candidates = _possibly_existing(plan)

@@ -190,9 +190,6 @@ class Plan(msgspec.Struct, frozen=True):
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
     #: through untouched for execution, which writes them instead of reading the source again
     source_content: Any = None
-    #: the publication's caller validated ``manifest`` (``PlanRequest.manifest_validated``):
-    #: writing the state need not validate it again (``execute.statebuild.validated_manifests``)
-    manifest_validated: bool = False
 
 
 

@@ -155,7 +155,7 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     from distributor_core.state import codec, parse_state_document
 
     text = _state_text(outputs)
-    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), (), plain_strings=False))
+    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), None, plain_strings=False))
     assert _outcome(parse_state_document, text) == generic
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
 
@@ -191,13 +191,14 @@ def test_typed_decoding_gives_the_exact_decoders_result(monkeypatch) -> None:
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
         assert _outcome(parse_state_document, text) == exact, text
         assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == exact, text
-        typed_ok += codec._single_owner_typed(text, ()) is not None
+        typed_ok += codec._single_owner_typed(text, None) is not None
     assert typed_ok >= 5  # the typed path did read the plain ones (most variants are invalid)
     # a recorded manifest equal to one the caller validated is that object on this path too
     text = _state_text([_VARIANTS[0]])
-    recorded = codec._single_owner_typed(text, ()).manifest
+    recorded = codec._single_owner_typed(text, None).manifest
     same = Manifest(recorded.schema_version, recorded.id, recorded.digest, recorded.created, recorded.files)
-    assert codec._single_owner_typed(text, (same,)).manifest is same
+    same = validate_manifest(same)
+    assert codec._single_owner_typed(text, same).manifest is same
 
 
 def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
@@ -216,48 +217,35 @@ def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
         + b'", "size": 3}]}'
     )
     assert same == recorded and same is not recorded
-    reused = _outcome(lambda: parse_state_document(text, valid_manifests=(same,)))
+    reused = _outcome(lambda: parse_state_document(text, source_manifest=same))
     assert reused == plain and reused[1].manifest is same
     later = Manifest(1, same.id, same.digest, same.created + timedelta(seconds=1), same.files)
-    other = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))
+    other = _outcome(lambda: parse_state_document(text, source_manifest=later))
     assert other == plain and other[1].manifest is not later
     # a recorded manifest that no valid one describes is validated: a broken one still fails
     broken_text = text.replace(recorded.digest, "sha256:" + "f" * 64)
     baseline = _outcome(parse_state_document, broken_text)
     assert baseline[0] == "error" and "digest" in baseline[1]
-    assert _outcome(lambda: parse_state_document(broken_text, valid_manifests=(same,))) == baseline
+    assert _outcome(lambda: parse_state_document(broken_text, source_manifest=same)) == baseline
 
 
-def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument(monkeypatch) -> None:
-    """Issue 16 item 5: no identity memo; a manifest accepted once is checked again unless the
-    caller passes it as already validated."""
-
+def test_a_parsed_manifest_is_a_valid_manifest_and_stays_one() -> None:
+    """Validity is the manifest's type (issue 27): what a parse returns is a ``ValidManifest``,
+    a copy of one is checked when it is made, and a state holding a plain manifest is checked
+    when it is written."""
+    from distributor_core.bundle import ValidManifest
     from distributor_core.state import StateError, marshal_state, parse_state_document
 
-    assert not hasattr(columns, "_RECENT_VALID")
     state = parse_state_document(_state_text([_VARIANTS[0]]))
-    assert columns.manifest_valid(state.manifest)
-    calls: list[object] = []
-    original = columns.manifest_valid
-
-    def counting(manifest: object) -> bool:
-        calls.append(manifest)
-        return original(manifest)
-
-    monkeypatch.setattr(columns, "manifest_valid", counting)
-    marshal_state(state)
-    assert len(calls) == 1 and calls[0] is state.manifest  # asked again: nothing remembered it
-    calls.clear()
-    marshal_state(state, valid_manifests=(state.manifest,))
-    assert calls == []  # the caller said it is valid
-    # an equal but different object is not the one the caller vouched for
-    copy = msgspec.structs.replace(state.manifest, files=tuple(state.manifest.files))
-    marshal_state(msgspec.structs.replace(state, manifest=copy), valid_manifests=(state.manifest,))
-    assert len(calls) == 1 and calls[0] is copy
-    # and a broken manifest the caller did not vouch for still fails
-    broken = msgspec.structs.replace(state.manifest, digest="sha256:" + "f" * 64)
+    assert isinstance(state.manifest, ValidManifest)
+    with pytest.raises(ManifestError, match="digest does not match files"):
+        msgspec.structs.replace(state.manifest, digest="sha256:" + "f" * 64)
+    plain = Manifest(*(getattr(state.manifest, name) for name in state.manifest.__struct_fields__))
+    assert plain == state.manifest and not isinstance(plain, ValidManifest)
+    assert marshal_state(msgspec.structs.replace(state, manifest=plain)) == marshal_state(state)
+    broken = Manifest(plain.schema_version, plain.id, "sha256:" + "f" * 64, plain.created, plain.files)
     with pytest.raises(StateError, match="digest"):
-        marshal_state(msgspec.structs.replace(state, manifest=broken), valid_manifests=(state.manifest,))
+        marshal_state(msgspec.structs.replace(state, manifest=broken))
 
 
 _MANIFEST_VARIANTS = [
@@ -286,15 +274,15 @@ def test_typed_manifest_with_the_files_of_a_valid_one_is_the_exact_result(monkey
 
     base = _state_text([_VARIANTS[0]])
     recorded = parse_state_document(base).manifest
-    later = Manifest(1, "b", recorded.digest, recorded.created + timedelta(days=1), recorded.files)
+    later = validate_manifest(Manifest(1, "b", recorded.digest, recorded.created + timedelta(days=1), recorded.files))
     shared = 0
     for change in _MANIFEST_VARIANTS:
         text = change(base)
         text = text.replace(recorded.digest, bundle_digest(_files_of(text))) if "b.md" in text else text
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
-        exact = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        exact = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
-        typed_result = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        typed_result = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
         assert typed_result == exact, text
         ok = typed_result[0] == "ok"
         if ok and typed_result[1].manifest.files == later.files and typed_result[1].manifest.created != later.created:
