@@ -50,6 +50,7 @@ from distributor_core.state.model import (
     StateDocument,
 )
 from distributor_core.state.validate import (
+    Columns,
     _validate_shared_root,
     _validate_single_owner,
     validate_shared_root,
@@ -275,11 +276,13 @@ def _field_kinds(record: type[msgspec.Struct]) -> dict[str, str]:
 _KINDS = {record: _field_kinds(record) for record in (OutputRecord, SharedOutputRecord)}
 
 
-def _records(items: list[Any], record: type, published_at: datetime | None, unique: bool) -> list[Any]:
+def _records(
+    items: list[Any], record: type, published_at: datetime | None, unique: bool
+) -> tuple[list[Any], Columns]:
     """The model records of the wire outputs ``items``, each field taken once by name, a whole
-    column at a time; the first problem is worded per record (fields in the record's order).
-    ``published_at``: a schema 1 document's time, which every record's times take.
-    ``unique``: a repeated path is an error (single-owner state)."""
+    column at a time, and those columns; the first problem is worded per record (fields in the
+    record's order). ``published_at``: a schema 1 document's time, which every record's times
+    take. ``unique``: a repeated path is an error (single-owner state)."""
     kinds = _KINDS[record]
     columns = {name: list(map(attrgetter(name), items)) for name in kinds}
     plain = True
@@ -306,7 +309,7 @@ def _records(items: list[Any], record: type, published_at: datetime | None, uniq
         plain = False
     if not plain:
         _word_first_problem(items, kinds, legacy=published_at is not None, unique=unique)
-    return list(map(record, *(columns[name] for name in record.__struct_fields__)))
+    return list(map(record, *(columns[name] for name in record.__struct_fields__))), columns
 
 
 def _word_first_problem(items: list[Any], kinds: dict[str, str], *, legacy: bool, unique: bool) -> None:
@@ -344,7 +347,7 @@ def _single_owner(doc: wire.SingleOwner, expected: Expected) -> SingleOwnerState
     primary_url = _primary_url(doc.links)
     if doc.outputs is None:
         raise StateError("state outputs is required")
-    outputs = _records(doc.outputs, OutputRecord, published_at if legacy else None, unique=True)
+    outputs, table = _records(doc.outputs, OutputRecord, published_at if legacy else None, unique=True)
     state = SingleOwnerState(
         pipeline_id=pipeline_id,
         destination_id=destination_id,
@@ -358,7 +361,7 @@ def _single_owner(doc: wire.SingleOwner, expected: Expected) -> SingleOwnerState
         distributor_version=doc.distributor_version or "",
         read_schema_version=1 if legacy else SINGLE_OWNER_SCHEMA_VERSION,
     )
-    return _validate_single_owner(state, state_mode=state_mode)
+    return _validate_single_owner(state, state_mode=state_mode, table=table)
 
 
 def _owner(index: int, owner: wire.Owner, expected: Expected) -> OwnerRecord:
@@ -381,14 +384,15 @@ def _shared_root(doc: wire.SharedRoot, expected: Expected) -> SharedRootState:
     owners = tuple(_owner(index, owner, expected) for index, owner in enumerate(doc.owners))
     if doc.outputs is None:
         raise StateError("state outputs is required")
+    outputs, table = _records(doc.outputs, SharedOutputRecord, None, unique=False)
     state = SharedRootState(
         created_at=created_at,
         updated_at=updated_at,
         owners=owners,
-        outputs=tuple(_records(doc.outputs, SharedOutputRecord, None, unique=False)),
+        outputs=tuple(outputs),
         distributor_version=doc.distributor_version or "",
     )
-    return _validate_shared_root(state, state_mode=state_mode)
+    return _validate_shared_root(state, state_mode=state_mode, table=table)
 
 
 def _model(doc: wire.Document, expected: Expected) -> StateDocument:
