@@ -52,15 +52,17 @@ def _bundle(directory: Path, index: int, text: str, created: datetime) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "report.md").write_text(f"# {index}\n\n{text}\n")
-    write_manifest(directory, build_manifest(directory, id="reports.daily", files=["report.md"], created=created),
-                   overwrite=True)
+    write_manifest(
+        directory, build_manifest(directory, id="reports.daily", files=["report.md"], created=created), overwrite=True
+    )
 
 
 def _load_seconds(config: Path) -> float:
     env = {**os.environ, "DISTRIBUTOR_CONFIG": str(config)}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import distributor_dagster.definitions"], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", "import distributor_dagster.definitions"], env=env, check=True, capture_output=True
+    )
     return time.perf_counter() - started
 
 
@@ -141,18 +143,52 @@ def main() -> c.Report:
         naive = min(_read_every_manifest(source) for _ in range(3))
 
         report = c.Report("P12", f"a code location and its watch sensor over {BUNDLES:,} bundles")
-        report.add(f"code location load, {BUNDLES:,} bundles vs none", load_full, load_empty, "s",
-                   "independent of the bundle count (ratio ~1.0)", abs(load_full / load_empty - 1) < 0.15,
-                   "the same config over an empty source")
-        report.add(f"ticks draining {BUNDLES:,} new bundles (total)", first_seconds, naive, "s",
-                   "linear; ≤ 10 s in all at 10,000 (issue 28)", first_seconds <= 10 * max(1.0, BUNDLES / 10_000), "list + read every manifest")
+        report.add(
+            f"code location load, {BUNDLES:,} bundles vs none",
+            load_full,
+            load_empty,
+            "s",
+            "independent of the bundle count (ratio ~1.0)",
+            abs(load_full / load_empty - 1) < 0.15,
+            "the same config over an empty source",
+        )
+        report.add(
+            f"ticks draining {BUNDLES:,} new bundles (total)",
+            first_seconds,
+            naive,
+            "s",
+            "linear; ≤ 10 s in all at 10,000 (issue 28)",
+            first_seconds <= 10 * max(1.0, BUNDLES / 10_000),
+            "list + read every manifest",
+        )
         cursor_bytes = len(steady.cursor or "")
-        report.add("cursor after the backlog", cursor_bytes, 65_536, "B", "≤ 64 KB (issue 28)", cursor_bytes <= 65_536,
-                   "the bound")
-        report.add("steady watch tick (nothing changed)", steady_seconds, naive, "s", "< 1 s (reads no manifest)",
-                   steady_seconds < 1.0, "list + read every manifest")
-        report.add("tick after one re-issued bundle", changed_seconds, naive, "s", "< the naive read",
-                   changed_seconds < naive, "list + read every manifest")
+        report.add(
+            "cursor after the backlog",
+            cursor_bytes,
+            65_536,
+            "B",
+            "≤ 64 KB (issue 28)",
+            cursor_bytes <= 65_536,
+            "the bound",
+        )
+        report.add(
+            "steady watch tick (nothing changed)",
+            steady_seconds,
+            naive,
+            "s",
+            "< 1 s (reads no manifest)",
+            steady_seconds < 1.0,
+            "list + read every manifest",
+        )
+        report.add(
+            "tick after one re-issued bundle",
+            changed_seconds,
+            naive,
+            "s",
+            "< the naive read",
+            changed_seconds < naive,
+            "list + read every manifest",
+        )
         report.notes.append(
             f"draining took {ticks} tick(s) (at most 1,000 new bundles each): {requests} run request(s) (a "
             f"backfill per tick and one run of the fixed destination), {events} observations; the daemon's share "

@@ -46,7 +46,11 @@ def counts(defs: dg.Definitions) -> dict[str, int]:
         "jobs": len([job for job in repository.get_all_jobs() if not job.name.startswith("__")]),
         "sensors": len(repository.sensor_defs),
         "destination assets": len(
-            [key for key in defs.resolve_asset_graph().get_all_asset_keys() if len(key.path) == 2 and key.path[1] != "newest"]
+            [
+                key
+                for key in defs.resolve_asset_graph().get_all_asset_keys()
+                if len(key.path) == 2 and key.path[1] != "newest"
+            ]
         ),
     }
 
