@@ -182,7 +182,6 @@ def publish_to(
         force=options.force,
         republish=options.republish,
         source_content=bundle.content,
-        manifest_validated=True,  # a SourceBundle here came out of validate_bundles (run, Dagster's validate step)
     )
     events = options.events
 

@@ -121,7 +121,6 @@ def validate_bundle(
         manifest,
         progress=on_bytes if options.events else None,
         keep=content,
-        manifest_checked=True,  # load_source_manifest validated it
         cache=cache,
     )
     return SourceBundle(path, manifest, content)
