@@ -26,7 +26,7 @@ import msgspec
 
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
-from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, UsageError
+from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, RunSelectionError
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 FORCE_FLAGS = ("force", "republish")
 
 
-class TargetError(UsageError):
+class TargetError(RunSelectionError):
     """``force`` or ``republish`` on a run that does not target exactly one destination (B3).
 
     ``flag`` is ``force`` or ``republish``; :meth:`describe` words the message for an entry point

@@ -37,7 +37,7 @@ from distributor_core.app.publication import (
     run_report,
 )
 from distributor_core.app.report import RunReport
-from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, UsageError
+from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, RunSelectionError
 from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
@@ -59,9 +59,9 @@ __all__ = [
     "EventCallback",
     "RunEvent",
     "RunOptions",
+    "RunSelectionError",
     "SetupError",
     "TargetError",
-    "UsageError",
     "check_bundles",
     "check_selection",
     "find_bundles",
@@ -93,7 +93,7 @@ def selected_destinations(pipeline: Pipeline, options: RunOptions) -> list[Desti
 def check_selection(config: Config, options: RunOptions) -> None:
     """``--force`` / ``--republish`` need a run that targets exactly one destination (B3)."""
     if options.destination_id is not None and options.pipeline_id is None:
-        raise UsageError("--destination requires --pipeline")
+        raise RunSelectionError("--destination requires --pipeline")
     pipelines = selected_pipelines(config, options)
     targets = sum(len(selected_destinations(p, options)) for p in pipelines if not p.is_upload)
     require_one_target(targets, force=options.force, republish=options.republish)

@@ -203,30 +203,24 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
     )(discover)
 
 
-def _verdict(  # type: ignore[no-untyped-def]
-    context, site: Site, pipeline: Pipeline, pnames: PipelineNames, item: Item, checked: CheckedBundle, dry_run: bool,
-    valid: list[Valid], invalid: list[tuple[Item, str]], source_key: dg.AssetKey, newest_key: dg.AssetKey | None,
-):
-    """Log and record one bundle's verdict; yield its source check evaluations."""
-    if checked.bundle is None:
-        message = checked.message if not item.upload_run_id else f"invalid upload {item.upload_run_id}: {checked.error}"
-        context.log.error(message)
-        invalid.append((item, message))
-        outcome = bundle_outcome(item.bundle_path, "", checked.error)
-        if item.upload_run_id:
-            uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, dry_run,
-                         site.options.clock)
-    else:
-        manifest = checked.bundle.manifest
-        valid.append(Valid(item, manifest))
-        outcome = bundle_outcome(item.bundle_path, manifest.digest, None)
-        context.log.info(f"valid: {item.label} id={manifest.id} digest={manifest.digest} files={manifest.file_count}")
-    if newest_key is not None:  # the fixed destinations' view: is the bundle they take valid
-        yield outcome.evaluation(newest_key, None, blocking=False)
-    if pnames.partitioned and key_problem(item.bundle_path) is not None:
-        return  # no partition to report it on (discover said why)
-    partition = bundle_key(item.bundle_path) if pnames.partitioned else None
-    yield outcome.evaluation(source_key, partition, blocking=False)  # kept even if a later item fails
+def _checked_items(
+    site: Site, pipeline: Pipeline, selection: RunScope, dagster_run_id: str
+) -> Iterator[tuple[Item, CheckedBundle]]:
+    """The core's validate stage over the run's items, each with its verdict: one source per group
+    (an upload's staged bundle, or the pipeline's source for all its bundles). A failure other
+    than an invalid bundle fails the step, and the upload it happened to (its record says why)."""
+    options = RunOptions(dry_run=selection.dry_run)
+    for _, grouped in groupby(selection.items, key=lambda item: item.source_root):
+        items = list(grouped)
+        try:
+            with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run) as source:
+                checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options)
+                yield from zip(items, checked, strict=True)
+        except Exception as exc:
+            if items[0].upload_run_id:  # an upload is a group of its own
+                uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, str(exc),
+                             selection.dry_run, site.options.clock)
+            raise
 
 
 def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
@@ -246,21 +240,29 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             return
         valid: list[Valid] = []
         invalid: list[tuple[Item, str]] = []
-        options = RunOptions(dry_run=selection.dry_run)
-        # one source per group: an upload's staged bundle, or the pipeline's source for its bundles
-        for _, grouped in groupby(selection.items, key=lambda item: item.source_root):
-            items = list(grouped)
-            try:
-                with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run) as source:
-                    paths = [item.bundle_path for item in items]
-                    for item, checked in zip(items, check_bundles(pipeline, source, paths, options), strict=True):
-                        yield from _verdict(context, site, pipeline, pnames, item, checked, selection.dry_run,
-                                            valid, invalid, source_key, newest_key)
-            except Exception as exc:
-                if items[0].upload_run_id:  # an upload is its own group: its record says why it failed
-                    uploads.fail(site.config, pipeline, items[0].upload_run_id, context.run_id, str(exc),
-                                 selection.dry_run, site.options.clock)
-                raise
+        for item, checked in _checked_items(site, pipeline, selection, context.run_id):
+            if checked.bundle is None:
+                message = checked.message if not item.upload_run_id else \
+                    f"invalid upload {item.upload_run_id}: {checked.error}"
+                context.log.error(message)
+                invalid.append((item, message))
+                outcome = bundle_outcome(item.bundle_path, "", checked.error)
+                if item.upload_run_id:
+                    uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, selection.dry_run,
+                                 site.options.clock)
+            else:
+                manifest = checked.bundle.manifest
+                valid.append(Valid(item, manifest))
+                outcome = bundle_outcome(item.bundle_path, manifest.digest, None)
+                context.log.info(
+                    f"valid: {item.label} id={manifest.id} digest={manifest.digest} files={manifest.file_count}"
+                )
+            if newest_key is not None:  # the fixed destinations' view: is the bundle they take valid
+                yield outcome.evaluation(newest_key, None, blocking=False)
+            if pnames.partitioned and key_problem(item.bundle_path) is not None:
+                continue  # no partition to report it on (discover said why)
+            partition = bundle_key(item.bundle_path) if pnames.partitioned else None
+            yield outcome.evaluation(source_key, partition, blocking=False)  # kept even if a later item fails
         if invalid:
             context.log.warning(
                 f"{len(invalid)} invalid bundle(s) are left out; the source check {SOURCE_CHECK} names them"
