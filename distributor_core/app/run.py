@@ -67,6 +67,7 @@ __all__ = [
     "find_bundles",
     "invalid_message",
     "load_and_validate",
+    "load_valid_bundle",
     "open_sources",
     "publish_bundles",
     "publish_source_bundle",
@@ -74,7 +75,6 @@ __all__ = [
     "run_config",
     "selected_destinations",
     "selected_pipelines",
-    "validate_bundle",
 ]
 
 
@@ -132,7 +132,7 @@ def find_bundles(source: Storage, bundle_path: str | None = None) -> list[str]:
 # ---------------------------------------------------------------- 4: validate
 
 
-def validate_bundle(
+def load_valid_bundle(
     pipeline: Pipeline,
     source: Storage,
     path: str,
@@ -192,7 +192,7 @@ def check_bundles(
     :func:`validation_cache`."""
     for path in paths:
         try:
-            yield CheckedBundle(path, validate_bundle(pipeline, source, path, options, cache=cache, content=content))
+            yield CheckedBundle(path, load_valid_bundle(pipeline, source, path, options, cache=cache, content=content))
         except BundleError as exc:
             yield CheckedBundle(path, error=exc)
 
