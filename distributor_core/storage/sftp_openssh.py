@@ -6,18 +6,19 @@ adapter's file operations are the same for both transports. ``ssh`` does the cry
 its own process, and whatever the user's OpenSSH setup offers (``ProxyJump``, certificates,
 agents, hardware keys, ``ControlMaster``) comes from the ``ssh_config_file`` they name.
 
-What is fixed on the command line (command-line options win over any config file, and
-``ssh_options`` may not set them, see :mod:`distributor_core.config.ssh_options`):
+What is fixed (``ssh_options`` may not set it, see :mod:`distributor_core.config.ssh_options`):
 
-- ``-F <ssh_config_file>``, or ``-F /dev/null``: neither ``~/.ssh/config`` nor
-  ``/etc/ssh/ssh_config`` of the account applies by accident;
+- ``ssh -F <generated file>``: a private config that sets the safety options below for every
+  host (``Host *`` first: the first value obtained wins in OpenSSH, and a ``ProxyJump`` hop reads
+  the same file but none of the command line), then includes ``ssh_config_file`` if one is
+  named. The account's ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` never apply;
 - ``BatchMode yes`` (no password or passphrase prompts), no TTY, no forwardings, no local command;
 - ``StrictHostKeyChecking yes`` (``accept-new`` for ``host_key_policy: accept_new``) against
-  ``UserKnownHostsFile <known_hosts_file>`` only (``GlobalKnownHostsFile /dev/null``); a dry run
-  with ``accept_new`` records new keys in a scratch file removed on close, never in
-  ``known_hosts_file``;
-- ``-p <port>``, ``-l <user>``, and ``IdentityFile <private_key_file>`` with ``IdentitiesOnly yes``
-  when a key file is set.
+  ``UserKnownHostsFile <known_hosts_file>`` only (``GlobalKnownHostsFile /dev/null``), for the
+  target and every jump host; a dry run with ``accept_new`` records new keys in a scratch file
+  removed on close, never in ``known_hosts_file``;
+- on the command line for the target: ``-p <port>``, ``-l <user>``, and ``IdentityFile
+  <private_key_file>`` with ``IdentitiesOnly yes`` when a key file is set.
 
 Defaults that ``ssh_options`` may change: ``ConnectTimeout``, ``ServerAliveInterval`` and the
 cipher order (:data:`CIPHER_PREFERENCE`).
@@ -76,10 +77,10 @@ def _quote(path: str) -> str:
     return '"' + path.replace("%", "%%") + '"'
 
 
-def ssh_command(endpoint: SSHEndpoint, known_hosts_files: list[str], program: str = SSH_PROGRAM) -> list[str]:
-    """The ``ssh`` command line of one SFTP session to ``endpoint``."""
+def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list[str]:
+    """``Option=value`` pairs every hop of the session gets (target, and any ``ProxyJump`` host)."""
     checking = "accept-new" if endpoint.host_key_policy == "accept_new" else "yes"
-    fixed = [
+    return [
         "BatchMode=yes",
         f"StrictHostKeyChecking={checking}",
         "UserKnownHostsFile=" + " ".join(_quote(path) for path in known_hosts_files),
@@ -92,6 +93,25 @@ def ssh_command(endpoint: SSHEndpoint, known_hosts_files: list[str], program: st
         "PermitLocalCommand=no",
         "RequestTTY=no",
     ]
+
+
+def session_config(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> str:
+    """The config file ``ssh -F`` reads: the safety options for every host first (the first value
+    obtained for an option wins in OpenSSH, and a ``ProxyJump`` hop reads this same file but none
+    of the command line), then the user's ``ssh_config_file``, if any, through ``Include``."""
+    lines = ["# written by distributor for one SFTP connection; removed when it closes", "Host *"]
+    lines += ["    " + option.replace("=", " ", 1) for option in _safety_options(endpoint, known_hosts_files)]
+    if endpoint.ssh_config_file:
+        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file))}"]
+    return "\n".join(lines) + "\n"
+
+
+def ssh_command(
+    endpoint: SSHEndpoint, config_file: str, known_hosts_files: list[str], program: str = SSH_PROGRAM
+) -> list[str]:
+    """The ``ssh`` command line of one SFTP session to ``endpoint`` (``config_file``: the file
+    :func:`session_config` wrote)."""
+    fixed = _safety_options(endpoint, known_hosts_files)
     if endpoint.private_key_file is not None:
         fixed += [f"IdentityFile={_quote(endpoint.private_key_file)}", "IdentitiesOnly=yes"]
     chosen = [f"{name}={value}" for name, value in endpoint.ssh_options]
@@ -101,7 +121,7 @@ def ssh_command(endpoint: SSHEndpoint, known_hosts_files: list[str], program: st
         "ServerAliveCountMax=4",
         f"Ciphers={CIPHER_PREFERENCE}",
     ]
-    args = [program, "-F", endpoint.ssh_config_file or os.devnull]
+    args = [program, "-F", config_file]
     for option in fixed + chosen + defaults:  # the first value given for an option wins
         args += ["-o", option]
     args += ["-p", str(endpoint.port), "-l", endpoint.user, "-T", "-x", "-a", "-s", "--", endpoint.host, "sftp"]
@@ -137,7 +157,13 @@ class PipeChannel:
         self._position = 0
         self._lock = threading.Lock()
         self._stopped = False
-        self.closed = False
+        self._broken = False
+        self._final_stderr: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        """No more requests can go through: closed, broken, or the ``ssh`` child has exited."""
+        return self._broken or self.process.poll() is not None
 
     # the parts of paramiko's Channel that SFTPClient and SFTPFile use
     def get_name(self) -> str:
@@ -183,11 +209,11 @@ class PipeChannel:
     def _wait(self, poll: select.poll, what: str) -> None:
         ready = poll.poll(self._timeout * 1000) if self._timeout > 0 else poll.poll()
         if not ready:
-            self.closed = True
+            self._broken = True
             raise TimeoutError(f"ssh did not {what} within {self._timeout:g}s")
 
     def _ended(self) -> NoReturn:
-        self.closed = True
+        self._broken = True
         raise ConnectionResetError(self.exit_detail())
 
     def exit_detail(self) -> str:
@@ -202,6 +228,8 @@ class PipeChannel:
 
     def stderr_text(self) -> str:
         """What ``ssh`` wrote to its standard error (the last 16 KiB)."""
+        if self._final_stderr is not None:
+            return self._final_stderr
         try:
             self._stderr.flush()
             end = self._stderr.seek(0, os.SEEK_END)
@@ -217,7 +245,7 @@ class PipeChannel:
             if self._stopped:
                 return
             self._stopped = True
-        self.closed = True
+        self._broken = True
         with contextlib.suppress(OSError, ValueError):
             self._stdin.close()
         process = self.process
@@ -234,6 +262,7 @@ class PipeChannel:
                     continue
         with contextlib.suppress(OSError, ValueError):
             self._stdout.close()
+        self._final_stderr = self.stderr_text()
         with contextlib.suppress(OSError, ValueError):
             self._stderr.close()
 
@@ -267,7 +296,7 @@ def failure_message(endpoint: SSHEndpoint, text: str, exit_code: int | None) -> 
     unknown = _UNKNOWN.search(text)
     if unknown:
         return (
-            f"host key of {address} is not in known_hosts file {known} (server offered a {unknown[1]} key); "
+            f"host key of {unknown[2]} is not in known_hosts file {known} (server offered a {unknown[1]} key); "
             "add it (ssh-keyscan) or set host_key_policy: accept_new"
         )
     if "Host key verification failed" in text:
@@ -310,8 +339,10 @@ class OpenSSHConnection:
         self._open_channels = 0
         self._generation = 0
         self._connect_count = 0
-        #: dry run with accept_new: new host keys go to this scratch file, never known_hosts_file
-        self._scratch_known_hosts: str | None = None
+        #: private directory of the generated ssh config (and, for a dry run with accept_new, the
+        #: scratch known_hosts file new keys go to, never known_hosts_file)
+        self._workdir: str | None = None
+        self._files: tuple[str, list[str]] | None = None
 
     @property
     def connect_count(self) -> int:
@@ -363,26 +394,35 @@ class OpenSSHConnection:
                 self._cond.notify_all()
             raise
 
-    def _known_hosts_files(self) -> list[str]:
+    def _session_files(self) -> tuple[str, list[str]]:
+        """(config file for ``ssh -F``, known_hosts files), written once into a private
+        directory of this connection, removed by :meth:`close`."""
         endpoint = self.endpoint
         known = endpoint.known_hosts_file
-        if endpoint.host_key_policy != "accept_new":
-            return [known]
-        if endpoint.dry_run:
-            with self._cond:
-                if self._scratch_known_hosts is None:
-                    fd, self._scratch_known_hosts = tempfile.mkstemp(prefix="distributor-known-hosts-")
-                    os.close(fd)
-                scratch = self._scratch_known_hosts
-            return [scratch, known]  # ssh records new keys in the first file
-        directory = os.path.dirname(known)
-        if directory:
-            try:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            except OSError as exc:
-                problem = f"cannot create the directory of known_hosts file {known}: {status_text(exc)}"
-                raise SFTPUnavailable(problem) from None
-        return [known]
+        with self._cond:
+            if self._files is not None:
+                return self._files
+            workdir = tempfile.mkdtemp(prefix="distributor-ssh-")
+            self._workdir = workdir
+            files = [known]
+            if endpoint.host_key_policy == "accept_new":
+                if endpoint.dry_run:
+                    # ssh records new keys in the first file: a scratch file, never known_hosts_file
+                    files = [os.path.join(workdir, "known_hosts.dry-run"), known]
+                else:
+                    directory = os.path.dirname(known)
+                    try:
+                        if directory:
+                            os.makedirs(directory, mode=0o700, exist_ok=True)
+                    except OSError as exc:
+                        problem = f"cannot create the directory of known_hosts file {known}: {status_text(exc)}"
+                        raise SFTPUnavailable(problem) from None
+            config = os.path.join(workdir, "ssh_config")
+            fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(session_config(endpoint, files))
+            self._files = (config, files)
+            return self._files
 
     def _check_files(self) -> str:
         """The ``ssh`` program; refuses clearly what ``ssh`` would only half explain."""
@@ -410,7 +450,8 @@ class OpenSSHConnection:
     def _open_channel(self, generation: int) -> Channel:
         endpoint = self.endpoint
         program = self._check_files()
-        command = ssh_command(endpoint, self._known_hosts_files(), program)
+        config, known_hosts = self._session_files()
+        command = ssh_command(endpoint, config, known_hosts, program)
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the PipeChannel
         try:
             process = subprocess.Popen(
@@ -474,10 +515,9 @@ class OpenSSHConnection:
             idle, self._idle = self._idle, []
             self._open_channels = 0
             self._generation += 1
-            scratch, self._scratch_known_hosts = self._scratch_known_hosts, None
+            workdir, self._workdir, self._files = self._workdir, None, None
             self._cond.notify_all()
         for channel in idle:
             wire.close_quietly(channel.sftp)
-        if scratch is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(scratch)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
