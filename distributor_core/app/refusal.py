@@ -42,10 +42,11 @@ MISSING_CREDENTIAL = "missing_credential"
 UNREACHABLE_ROOT = "unreachable_root"
 MISSING_SOURCE_ROOT = "missing_source_root"
 LOCKED = "locked"
+MISSING_STATE = "missing_state"
 
 FAILURE_CLASSES = (
     UNMANAGED_CONTENT, FOREIGN_OWNER, INVALID_STATE, SOURCE_CONFLICT, CORRUPT_BUNDLE, MISSING_CREDENTIAL,
-    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED,
+    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE,
 )
 
 
@@ -340,3 +341,34 @@ def unmanaged_listing(storage: Any, plan: Any, *, limit: int = UNMANAGED_LISTING
         return found, False
     entries, truncated = unmanaged_entries(storage, bundle, managed, limit=limit)
     return [entry.path for entry in entries], truncated
+
+
+def for_maintenance_error(
+    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, exc: BaseException
+) -> Refusal | None:
+    """The refusal behind a failed ``prune``, ``reconcile-state`` (repair, adoption) or ``audit``
+    of one bundle path: no state there, state of another owner, invalid state, an unreachable or
+    locked destination; ``None`` for other failures."""
+    from distributor_core.state import StateError
+    from distributor_core.storage.errors import ErrorKind, StorageError
+
+    message = str(exc)
+    if isinstance(exc, StateError):
+        if message.startswith("state owner is "):
+            owner = message.removeprefix("state owner is ").split(",", 1)[0]
+            refusal = foreign_owner(storage_config, destination_id, [lp.state_path(bundle_path)], owner)
+            return msgspec.structs.replace(refusal, remedy=(
+                f"this is {owner}'s state: select that owner (`--pipeline`/`--destination` of {owner}), or give "
+                f"destination {destination_id} its own root"))
+        return invalid_state(storage_config, pipeline_id, destination_id, bundle_path)
+    if isinstance(exc, StorageError):
+        if exc.kind == ErrorKind.NOT_FOUND and lp.basename(exc.path) == lp.STATE_FILE_NAME:
+            return Refusal(
+                MISSING_STATE, root_location(storage_config),
+                remedy=("nothing is published at this bundle path: select one that holds state with `--bundle PATH` "
+                        "(Dagster: bundle_path) or all of them with `--all-bundles`, or publish first with "
+                        f"`distributor run {_scope(pipeline_id, destination_id)}`"),
+                **_shown([absolute(storage_config, exc.path)]),
+            )
+        return for_destination_error(storage_config, exc.kind.value, pipeline_id, destination_id, bundle_path)
+    return None
