@@ -209,3 +209,44 @@ def test_the_link_follows_where_the_docs_are_served(tmp_path: Path) -> None:
     served = "https://docs.example.org/distributor/troubleshooting.html"
     result = run_script("run", "--config", str(config), env={**env, "DISTRIBUTOR_TROUBLESHOOTING_URL": served})
     assert result.stderr.rstrip("\n").endswith(f"; see {served}#unmanaged-content)")
+
+
+MAINTENANCE = [
+    # (command and flags, how the destination is prepared, failure class, path under the root, remedy piece)
+    (("reconcile-state", "--dry-run"), "empty", "missing_state", ".distributor.json", "--all-bundles"),
+    (("prune", "--dry-run"), "other", "foreign_owner", ".distributor.json", "other/site"),
+    (("audit",), "invalid", "invalid_state", ".distributor.json", "distributor inspect"),
+    (("reconcile-state", "--adopt"), "other", "foreign_owner", ".distributor.json", "other/site"),
+]
+
+
+@pytest.mark.parametrize(("command", "prepare", "failure", "path", "remedy"), MAINTENANCE,
+                         ids=[f"{m[0][0]}{m[0][1] if len(m[0]) > 1 else ''}-{m[2]}" for m in MAINTENANCE])
+def test_maintenance_refusals_name_root_path_remedy_and_docs(
+    tmp_path: Path, command: tuple[str, ...], prepare: str, failure: str, path: str, remedy: str
+) -> None:
+    _spool(tmp_path)
+    site = tmp_path / "out" / "site"
+    site.mkdir(parents=True)
+    if prepare == "other":
+        other = _config(tmp_path, LOCAL, pipeline="other", name="o.yml")
+        assert run_script("run", "--config", str(other)).returncode == 0
+    elif prepare == "invalid":
+        (site / ".distributor.json").write_text("{not json")
+    prune = "retention: {prune: {enabled: true, keep_latest: 0}}"
+    config = _config(tmp_path, LOCAL.replace("path_mapping: {mode: fixed}", f"path_mapping: {{mode: fixed}}, {prune}"))
+    args = (command[0], "--config", str(config), "--pipeline", "reports", "--destination", "site", *command[1:])
+    link = f"docs/troubleshooting.md#{failure.replace('_', '-')}"
+
+    text = run_script(*args)
+    assert (text.returncode, text.stdout) == (1, ""), text.stderr
+    assert f" (root {site}; paths (1): {site}/{path}; remedy: " in text.stderr
+    assert remedy in text.stderr
+    assert text.stderr.endswith(f"; see {link})\n")
+
+    document = json.loads(run_script(*args, "--format", "json").stdout)
+    assert (document["ok"], document["result"]) == (False, None)
+    assert document["error"] == text.stderr.removeprefix("distributor: ").rstrip("\n")
+    refusal = document["refusal"]
+    assert (refusal["class"], refusal["root"], refusal["paths"]) == (failure, str(site), [f"{site}/{path}"])
+    assert remedy in refusal["remedy"] and refusal["docs_url"] == link
