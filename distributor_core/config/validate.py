@@ -26,10 +26,12 @@ from distributor_core.config.fields import (
     S3_CONDITIONAL_WRITES,
     SLUG_PATTERN,
     SOURCE_BACKENDS,
+    SSH_TRANSPORTS,
     STATE_MODES,
     TAKEOVER_MODES,
     TRANSFER_CHOICES,
 )
+from distributor_core.config.ssh_options import option_problems
 
 Tree = dict[str, Any]
 _SLUG = re.compile(SLUG_PATTERN, re.ASCII)
@@ -199,6 +201,13 @@ def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.path must be an absolute remote path for ssh backend")
     if storage["host_key_policy"] not in HOST_KEY_POLICIES:
         errs.append(f"{context}.host_key_policy must be {one_of(HOST_KEY_POLICIES)}")
+    if storage["transport"] not in SSH_TRANSPORTS:
+        errs.append(f"{context}.transport must be {one_of(SSH_TRANSPORTS)}")
+    elif storage["transport"] != "openssh":
+        for name in ("ssh_config_file", "ssh_options"):
+            if storage[name]:
+                errs.append(f"{context}.{name} is only used with transport: openssh")
+    errs.extend(f"{context}.{problem}" for problem in option_problems(storage["ssh_options"]))
 
 
 def _s3(storage: Tree, context: str, errs: list[str]) -> None:
