@@ -35,7 +35,7 @@ from typing import Any
 
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.layout import RecordError
-from distributor_core.staging.leases import DEFAULT_LEASE, Lease, held_by_other, lease_bytes
+from distributor_core.staging.leases import DEFAULT_LEASE, Lease, LeaseLost, held_by_other, lease_bytes
 from distributor_core.staging.ordering import AdmissionClock, marker_name, parse_marker
 from distributor_core.staging.pending import PendingCursor, PendingScan
 from distributor_core.staging.records import MAX_RECORD_SIZE, UploadRecord, parse_record, record_bytes
@@ -418,15 +418,15 @@ class ObjectStagingStore:
         return lease, started
 
     def renew(self, lease: Lease, duration: timedelta = DEFAULT_LEASE) -> Lease:
-        """Extend a held lease; :class:`StoreConflict` when it was lost (expired and taken over,
-        or the upload finished): the publication must then not report its result."""
+        """Extend a held lease; :class:`~.leases.LeaseLost` when it was lost (expired and taken
+        over, or the upload finished): the publication must then not report its result."""
         until = self._now() + duration
         try:
             entry = self.storage.write_bytes(lease.marker, lease_bytes(lease.owner, until), overwrite=True,
                                              if_revision=lease.version)
         except StorageError as exc:
             if is_conflict(exc) or is_not_found(exc):
-                raise StoreConflict(f"the publication lease of upload {lease.run_id} was lost") from None
+                raise LeaseLost(f"the publication lease of upload {lease.run_id} was lost") from None
             raise
         return replace(lease, until=until, version=self._written_revision(lease.marker, entry))
 

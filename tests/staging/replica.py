@@ -17,7 +17,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from distributor_core import staging as sg
-from distributor_core.staging.objectstore import ObjectStagingStore, StoreConflict
+from distributor_core.staging.leases import LeaseLost
+from distributor_core.staging.objectstore import ObjectStagingStore
 from distributor_core.storage import StorageError, is_already_exists
 from distributor_core.storage.s3 import S3Storage
 
@@ -69,7 +70,7 @@ def main(settings: dict[str, object]) -> int:
             time.sleep(min(0.2, lease.total_seconds() / 3))
             try:
                 held = store.renew(held, lease)
-            except StoreConflict:
+            except LeaseLost:
                 _say(f"lost {held.run_id}")
                 break
         else:

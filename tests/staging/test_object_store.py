@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core import staging as sg
+from distributor_core.staging.leases import LeaseKeeper, LeaseLost
 from distributor_core.staging.objectstore import ObjectStagingStore, StoreConflict
 from distributor_core.staging.ordering import marker_name
 from distributor_core.staging.pending import PendingCursor
@@ -422,7 +423,7 @@ def test_a_dead_replicas_publication_is_taken_over_once_its_lease_expires(case: 
     taken = alive.claim_next("alive", timedelta(seconds=60))
     assert taken is not None and taken[0].run_id == record.run_id
     assert taken[1].record.status == sg.RUNNING
-    with pytest.raises(StoreConflict, match=r"lease of upload \S+ was lost"):
+    with pytest.raises(LeaseLost, match=r"lease of upload \S+ was lost"):
         dead.renew(lease)
     alive.transition(record.run_id, status=sg.SUCCEEDED, finished_at=AT)
     assert alive.claim_next("alive") is None and dead.claim_next("dead") is None
@@ -439,3 +440,27 @@ def test_a_released_lease_is_free_and_dagster_runs_and_finished_uploads_are_left
     one.release(lease)
     again = two.claim_next("two")
     assert again is not None and again[0].run_id == third.run_id
+
+
+def test_a_lease_keeper_keeps_the_upload_and_says_when_it_was_lost(case: StoreCase) -> None:
+    clock = {"now": datetime.now(UTC).replace(microsecond=0)}
+    holder = case.replica(now=lambda: clock["now"])
+    other = case.replica(now=lambda: clock["now"])
+    _admit(holder, 1)
+    lease, _ = holder.claim_next("holder", timedelta(seconds=0.3))  # type: ignore[misc]
+    with LeaseKeeper(holder, lease, timedelta(seconds=0.3)) as keeper:
+        for _ in range(50):  # renewals move the lease's end forward with the clock
+            clock["now"] += timedelta(seconds=0.05)
+            if keeper.lease.until > lease.until:
+                break
+            threading.Event().wait(0.1)
+        assert keeper.lease.until > lease.until and not keeper.lost
+        assert other.claim_next("other") is None
+    clock["now"] += timedelta(seconds=5)  # no keeper any more: the lease expires
+    assert other.claim_next("other", timedelta(seconds=60)) is not None
+    with LeaseKeeper(holder, keeper.lease, timedelta(seconds=0.3)) as late:
+        for _ in range(50):
+            if late.lost:
+                break
+            threading.Event().wait(0.1)
+    assert late.lost
