@@ -399,7 +399,17 @@ def adopt_into(
     if isinstance(document, SingleOwnerState):
         published = document.published_at
         records = tuple(
-            OutputRecord(o.path, o.kind, o.source_path, o.sha256, o.size, published, published, o.transform, o.url)
+            OutputRecord(
+                path=o.path,
+                kind=o.kind,
+                source_path=o.source_path,
+                sha256=o.sha256,
+                size=o.size,
+                created_at=published,
+                updated_at=published,
+                transform=o.transform,
+                url=o.url,
+            )
             for o in planned
         )
         return msgspec.structs.replace(document, outputs=(*document.outputs, *records), updated_at=stamp)
