@@ -291,7 +291,8 @@ class LocalStorage(Storage):
         """Read into one reused buffer and hash there. Never through a memory map: a file that
         another process truncates while it is mapped would kill this one with ``SIGBUS``."""
         with self.open_read(path) as stream:
-            return hash_chunks(_read_reused(stream, HASH_READ_SIZE), on_bytes)
+            size = os.fstat(stream.fileno()).st_size  # a small file needs no 1 MiB buffer
+            return hash_chunks(_read_reused(stream, min(HASH_READ_SIZE, size + 1)), on_bytes)
 
     def _ensure_parent(self, op: str, path: str) -> None:
         directory = lp.parent(path)
@@ -307,17 +308,23 @@ class LocalStorage(Storage):
         self._check_ancestors(op, path, include_self=False)
 
     def _write_stream(self, path: str, chunks: Iterable[bytes], request: WriteRequest) -> Entry:
+        """Write a reserved temporary sibling and publish it (:meth:`_publish`); ``in_place``:
+        create ``path`` itself exclusively and write it directly (the caller owns the name, e.g.
+        the executor's staging temporary: a second temporary plus a link would only double the
+        metadata work). On any failure the file this call created is removed."""
         op = "write"
         self._ensure_parent(op, path)
         final = self._os_path(path)
         if request.in_place:
-            return self._write_in_place(op, path, final, chunks, request.expected_size, request.expected_sha256)
-        if not request.overwrite and os.path.lexists(final):
-            raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
-        temp_logical = lp.sibling_temp_path(path)
-        temp = self._os_path(temp_logical)
+            target = final
+        else:
+            if not request.overwrite and os.path.lexists(final):
+                raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
+            target = self._os_path(lp.sibling_temp_path(path))
         try:
-            fd = os.open(temp, _CREATE_FLAGS, _FILE_MODE)
+            fd = os.open(target, _CREATE_FLAGS, _FILE_MODE)
+        except FileExistsError as exc:
+            raise self.error(op, path, ErrorKind.ALREADY_EXISTS) from exc
         except OSError as exc:
             raise self._oserror(op, path, exc) from exc
         verifier = HashingVerifier(request.expected_size, request.expected_sha256)
@@ -326,46 +333,11 @@ class LocalStorage(Storage):
             problem = verifier.problem()
             if problem:
                 raise self.error(op, path, ErrorKind.INTEGRITY, problem)
-            self._publish(op, temp, final, path, overwrite=request.overwrite, if_revision=request.if_revision)
+            if not request.in_place:
+                self._publish(op, target, final, path, overwrite=request.overwrite, if_revision=request.if_revision)
         except BaseException as exc:
             try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            if isinstance(exc, OSError):
-                raise self._oserror(op, path, exc) from exc
-            raise
-        return Entry(path=path, type="file", size=verifier.size)
-
-    def _write_in_place(
-        self,
-        op: str,
-        path: str,
-        final: str,
-        chunks: Iterable[bytes],
-        expected_size: int | None,
-        expected_sha256: str | None,
-    ) -> Entry:
-        """Create ``path`` exclusively and write it directly (the caller owns the name, e.g. the
-        executor's staging temporary: a second temporary plus a link would only double the
-        metadata work). On any failure the file this call created is removed, leaving nothing
-        under ``path``.
-        """
-        try:
-            fd = os.open(final, _CREATE_FLAGS, _FILE_MODE)
-        except FileExistsError as exc:
-            raise self.error(op, path, ErrorKind.ALREADY_EXISTS) from exc
-        except OSError as exc:
-            raise self._oserror(op, path, exc) from exc
-        verifier = HashingVerifier(expected_size, expected_sha256)
-        try:
-            _write_verified(fd, chunks, verifier)
-            problem = verifier.problem()
-            if problem:
-                raise self.error(op, path, ErrorKind.INTEGRITY, problem)
-        except BaseException as exc:
-            try:
-                os.unlink(final)
+                os.unlink(target)
             except OSError:
                 pass
             if isinstance(exc, OSError):
