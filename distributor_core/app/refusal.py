@@ -161,7 +161,7 @@ def _shown(paths: Sequence[str], count: int | None = None, *, minimum: bool = Fa
 
 
 def _scope(pipeline_id: str, destination_id: str) -> str:
-    return f"--pipeline {pipeline_id} --destination {destination_id}"
+    return f"--config FILE --pipeline {pipeline_id} --destination {destination_id}"
 
 
 def unmanaged_content(
@@ -175,7 +175,7 @@ def unmanaged_content(
         remedy=(
             f"remove or move these files, replace them once with `distributor run {scope} --force` "
             f"(Dagster: force: true), or adopt identical copies with "
-            f"`distributor reconcile-state --config FILE {scope} --adopt`"
+            f"`distributor reconcile-state {scope} --adopt`"
         ),
         **_shown([absolute(storage, p) for p in relative], count, minimum=minimum),
     )
