@@ -32,6 +32,8 @@ and takes PNG screenshots with headless Chromium (Debian's ``chromium``) of
 - ``dagster-asset-checks.png``: the archive's Checks tab, the blocking check per partition;
 - ``dagster-source-check.png``: the source check ``bundle_valid`` failing for ``2026-06-09`` (file and
   both digests);
+- ``dagster-shaped-asset.png``: the archive's overview with what the config's ``dagster:`` blocks
+  gave it (description, owners of the pipeline and of the destination, tags, the ``file`` kind);
 - ``dagster-latest.png``: the fixed destination ``reports_daily/latest`` after step 2 (holding
   ``2026-06-08``, the newest bundle).
 
@@ -79,8 +81,17 @@ CONFIG = """\
 pipelines:
   - id: reports.daily
     source: {backend: local, path: source}
+    dagster:
+      owners: [team:analytics]
+      tags: {domain: finance}
     destinations:
-      - {id: archive, backend: local, path: out/archive}
+      - id: archive
+        backend: local
+        path: out/archive
+        dagster:
+          owners: [archive-oncall@example.com]
+          tags: {retention: seven-years}
+          description: Every daily report as published, one folder per day (read by auditors)
       - id: latest
         backend: local
         path: out/latest
@@ -309,6 +320,9 @@ def corrupt_bundle(url: str, work: Path, home: Path, out: Path) -> list[dict]:
         {"url": page(url, ARCHIVE, "checks"), "path": str(out / "dagster-asset-checks.png"), "height": 900,
          "waitFor": ["state_valid", "Latest execution"],
          "click": [{"text": "Partitions", "nth": 1}, {"text": DAYS[1], "last": True}], "waitAfter": ["checked_count"]},
+        # the archive's overview as the team shaped it: description, owners, kinds, tags (the config's dagster blocks)
+        {"url": page(url, ARCHIVE), "path": str(out / "dagster-shaped-asset.png"), "height": 1100,
+         "waitFor": ["archive-oncall@example.com", "read by auditors"]},
         # the source check failing for the corrupt bundle, naming the file and both digests
         {"url": page(url, SOURCE, "checks"), "path": str(out / "dagster-source-check.png"), "height": 900,
          "waitFor": ["does not match manifest", "expected"]},

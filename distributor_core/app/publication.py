@@ -10,6 +10,7 @@ Dagster publish assets share (one orchestrator, issue 12 item 8).
 - :func:`plan_destination` / :func:`execute_destination` — every bundle of one destination, planned
   (a dry run, no lock) or published; ``execute_destination`` compares each fresh plan with what was
   planned before the lock and records both actions when they differ (B1);
+  :func:`publish_destination` runs the two bundle by bundle (the Dagster ``publish_<d>`` step);
 - :func:`run_report` — the run report, built once, in resolutions C2 order.
 
 Every function opens nothing: the caller passes the open source and a :class:`DestinationPool`,
@@ -23,12 +24,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from distributor_core.app import refusal as refusals
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
-from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, UsageError
+from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, RunSelectionError
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
+from distributor_core.storage.errors import StorageError
 
 if TYPE_CHECKING:
     # the write protocol (plan, state, execute) is imported by publish_to, when there is a bundle
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 FORCE_FLAGS = ("force", "republish")
 
 
-class TargetError(UsageError):
+class TargetError(RunSelectionError):
     """``force`` or ``republish`` on a run that does not target exactly one destination (B3).
 
     ``flag`` is ``force`` or ``republish``; :meth:`describe` words the message for an entry point
@@ -150,6 +153,30 @@ def invalid_entry(pipeline: Pipeline, destination: Destination, path: str, error
         reconciliation_mode=policy.reconciliation_mode,
         status="failed",
         error=error,
+        refusal=refusals.for_invalid_bundle(pipeline.source, path),
+    )
+
+
+def outcome_refusal(
+    destination: Destination, target: Storage | None, outcome: PublishOutcome
+) -> refusals.Refusal | None:
+    """Where and how to fix a failed publication (``None`` when it did not fail, or failed for a
+    reason without a remedy of its own). A ``fail_unmanaged`` plan lists the files in the way."""
+    if not outcome.failed:
+        return None
+    plan = outcome.plan
+    if plan is not None and plan.action.failed:
+        listing, truncated = None, False
+        if target is not None and plan.action.value == "fail_unmanaged":
+            try:
+                listing, truncated = refusals.unmanaged_listing(target, plan)
+            except StorageError:  # the refusal stands without its listing; it names the path it saw
+                listing = None
+        return refusals.for_plan(plan, destination.storage, listing, listing_truncated=truncated)
+    request = outcome.request
+    return refusals.for_destination_error(
+        destination.storage, outcome.error_kind, request.pipeline_id, request.destination_id,
+        plan.bundle_path if plan is not None else request.bundle_path,
     )
 
 
@@ -169,7 +196,10 @@ def publish_to(
     try:
         target = pool.get(pipeline, destination)
     except Exception as exc:  # remembered by the pool: every bundle reports the same failure
-        return action_entry(pipeline, destination, bundle, None, error=str(exc))
+        entry = action_entry(pipeline, destination, bundle, None, error=str(exc))
+        kind = getattr(getattr(exc, "kind", None), "value", "")
+        entry.refusal = refusals.for_destination_error(destination.storage, kind, pipeline.id, destination.id)
+        return entry
     request = PlanRequest(
         pipeline_id=pipeline.id,
         destination_id=destination.id,
@@ -182,7 +212,6 @@ def publish_to(
         force=options.force,
         republish=options.republish,
         source_content=bundle.content,
-        manifest_validated=True,  # a SourceBundle here came out of validate_bundles (run, Dagster's validate step)
     )
     events = options.events
 
@@ -199,7 +228,9 @@ def publish_to(
         progress=on_progress if events is not None else None,
         lock_wait=options.lock_wait,
     )
-    return action_entry(pipeline, destination, bundle, outcome)
+    entry = action_entry(pipeline, destination, bundle, outcome)
+    entry.refusal = outcome_refusal(destination, target, outcome)
+    return entry
 
 
 def plan_destination(
@@ -244,6 +275,32 @@ def execute_destination(
         if not options.dry_run and planned_action is not None and planned_action != entry.action:
             entry.planned_action = planned_action
         entries.append(entry)
+    return entries
+
+
+def publish_destination(
+    pipeline: Pipeline,
+    destination: Destination,
+    source: Storage,
+    bundles: Sequence[SourceBundle],
+    *,
+    pool: DestinationPool,
+    options: RunOptions,
+) -> list[ActionReport]:
+    """The publish stage for one destination, as a Dagster ``publish_<d>`` step runs it: each
+    bundle the destination gets is planned without the lock (:func:`plan_destination`), then,
+    unless ``options.dry_run``, published under the lock (:func:`execute_destination`, which
+    re-plans and records both actions when they differ, resolutions B1); bundle by bundle, so a
+    bundle is planned after the one before it was written."""
+    entries: list[ActionReport] = []
+    for bundle in destination_bundles(destination, bundles):
+        planned = plan_destination(pipeline, destination, source, [bundle], pool=pool, options=options)
+        if options.dry_run:
+            entries.extend(planned)
+            continue
+        entries.extend(
+            execute_destination(pipeline, destination, source, [bundle], pool=pool, options=options, planned=planned)
+        )
     return entries
 
 

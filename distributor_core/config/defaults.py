@@ -146,6 +146,7 @@ def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id
         return {"backend": name, "path": path, "resolved_path": resolve_path(base_dir, path) if path else None}
     if name == "ssh":
         key_file = raw.get("private_key_file", "")
+        config_file = raw.get("ssh_config_file", "")
         return {
             "backend": name,
             "host": raw.get("host", ""),
@@ -157,6 +158,9 @@ def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id
                 base_dir, raw.get("known_hosts_file") or DEFAULT_KNOWN_HOSTS_FILE, expand_user=True
             ),
             "host_key_policy": raw.get("host_key_policy") or "strict",
+            "transport": raw.get("transport") or "paramiko",
+            "ssh_config_file": resolve_path(base_dir, config_file, expand_user=True) if config_file else None,
+            "ssh_options": raw.get("ssh_options") or [],
         }
     if name == "s3":
         credentials = raw.get("credentials")

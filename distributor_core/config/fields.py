@@ -21,6 +21,8 @@ SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
 SOURCE_BACKENDS = ("local", "ssh", "s3", "http_upload")
 DESTINATION_BACKENDS = ("local", "ssh", "s3")
 HOST_KEY_POLICIES = ("strict", "accept_new")
+#: ssh ``transport``: paramiko in this process, or the system OpenSSH client (``ssh -s sftp``)
+SSH_TRANSPORTS = ("paramiko", "openssh")
 #: s3 ``conditional_writes``: rely on If-None-Match/If-Match alone, or HeadObject first
 S3_CONDITIONAL_WRITES = ("trusted", "precheck")
 MARKDOWN_MODES = ("sidecar", "index")
@@ -226,6 +228,21 @@ BACKEND_FIELDS: Mapping[str, Mapping[str, Field]] = MappingProxyType(
             host_key_policy=Field(
                 Kind.STRING, "strict: host key must be known; accept_new: record unknown keys",
                 choices=HOST_KEY_POLICIES, default="strict",
+            ),
+            transport=Field(
+                Kind.STRING,
+                "paramiko: SSH in this process; openssh: the system ssh client (ssh -s sftp), for "
+                "ProxyJump, certificates, agents and ControlMaster from ssh_config_file",
+                choices=SSH_TRANSPORTS, default="paramiko",
+            ),
+            ssh_config_file=Field(
+                Kind.STRING,
+                "OpenSSH client config file (transport: openssh); omitted: none, never ~/.ssh/config",
+            ),
+            ssh_options=Field(
+                Kind.STRING_MAP,
+                "extra OpenSSH options, Option: value (transport: openssh); options that weaken "
+                "host-key checking or open forwardings are refused",
             ),
         ),
         "s3": _table(

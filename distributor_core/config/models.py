@@ -159,6 +159,11 @@ class SSHBackend(_Model, kw_only=True, tag_field="backend", tag="ssh"):
     private_key_file: Path | None = None
     known_hosts_file: Path
     host_key_policy: Literal["strict", "accept_new"] = "strict"
+    transport: Literal["paramiko", "openssh"] = "paramiko"
+    #: OpenSSH client config (``-F``) for ``transport: openssh``; ``None``: ``-F /dev/null``
+    ssh_config_file: Path | None = None
+    #: extra ``-o Option=value`` pairs for ``transport: openssh``, in file order
+    ssh_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def root_path(self) -> str:

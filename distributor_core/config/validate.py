@@ -26,10 +26,12 @@ from distributor_core.config.fields import (
     S3_CONDITIONAL_WRITES,
     SLUG_PATTERN,
     SOURCE_BACKENDS,
+    SSH_TRANSPORTS,
     STATE_MODES,
     TAKEOVER_MODES,
     TRANSFER_CHOICES,
 )
+from distributor_core.config.ssh_options import option_problems
 
 Tree = dict[str, Any]
 _SLUG = re.compile(SLUG_PATTERN, re.ASCII)
@@ -47,6 +49,33 @@ def one_of(choices: Sequence[str]) -> str:
     if len(choices) == 2:
         return f"{choices[0]} or {choices[1]}"
     return ", ".join(choices[:-1]) + f", or {choices[-1]}"
+
+
+#: ``scheme://`` at the start of a value: a URL, never a directory path
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def staging_location_messages(tree: Tree) -> list[str]:
+    """Staging locations given as URLs, checked on the decoded tree (before relative paths are
+    resolved, which would turn ``s3://bucket/x`` into a local directory named ``s3:/bucket/x``).
+    Staging is a local directory: no URL scheme is supported there."""
+    found: list[tuple[str, str]] = []
+    http = tree.get("server", {}).get("http", {})
+    if isinstance(http, dict):
+        found.append(("server.http.staging_root", http.get("staging_root", "")))
+    for index, pipeline in enumerate(tree.get("pipelines", [])):
+        source = pipeline.get("source", {}) if isinstance(pipeline, dict) else {}
+        if isinstance(source, dict) and source.get("backend") == "http_upload":
+            found.append((f"{pipeline_context(index)}.source.staging_path", source.get("staging_path", "")))
+    messages: list[str] = []
+    for field, value in found:
+        match = _URL_SCHEME.match(value) if isinstance(value, str) else None
+        if match:
+            messages.append(
+                f"{field} must be a local directory path: {match[1]}:// URLs are not supported for staging "
+                "(staging in an object store is not available yet)"
+            )
+    return messages
 
 
 def pipeline_context(pipeline_index: int) -> str:
@@ -172,6 +201,13 @@ def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.path must be an absolute remote path for ssh backend")
     if storage["host_key_policy"] not in HOST_KEY_POLICIES:
         errs.append(f"{context}.host_key_policy must be {one_of(HOST_KEY_POLICIES)}")
+    if storage["transport"] not in SSH_TRANSPORTS:
+        errs.append(f"{context}.transport must be {one_of(SSH_TRANSPORTS)}")
+    elif storage["transport"] != "openssh":
+        for name in ("ssh_config_file", "ssh_options"):
+            if storage[name]:
+                errs.append(f"{context}.{name} is only used with transport: openssh")
+    errs.extend(f"{context}.{problem}" for problem in option_problems(storage["ssh_options"]))
 
 
 def _s3(storage: Tree, context: str, errs: list[str]) -> None:

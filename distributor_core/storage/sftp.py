@@ -1,4 +1,4 @@
-"""SSH/SFTP backend over paramiko (interfaces §1.6, §5.3; resolutions A1, A4).
+"""SSH/SFTP backend over paramiko or the system ssh client (interfaces §1.6, §5.3; resolutions A1, A4).
 
 The configured ``path`` is the backend root on the server. Below it every ancestor of a target
 is ``lstat``-ed and a symlink is refused, so no operation can leave the root; reads require
@@ -9,10 +9,12 @@ replace), with a plain SFTP ``rename`` otherwise, which the server refuses when 
 exists, so a racing writer is never clobbered. An ``in_place`` write (the executor's own staging
 temporary) is created exclusively under its own name and removed again on any failure.
 
-The backend is three modules: :mod:`.sftp_connection` (settings, host keys, the lazily opened SSH
-connection and its pool of SFTP channels), :mod:`.sftp_wire` (the pipelined read and write
-protocol, the only user of paramiko's private request layer) and this adapter (paths, the
-storage primitives, error mapping).
+The backend is four modules: :mod:`.sftp_connection` (settings, host keys, the lazily opened SSH
+connection of the ``paramiko`` transport and its pool of SFTP channels), :mod:`.sftp_openssh` (the
+``openssh`` transport: each channel an ``ssh -s sftp`` child whose pipes carry the protocol),
+:mod:`.sftp_wire` (the pipelined read and write protocol, the only user of paramiko's private
+request layer, over either transport) and this adapter (paths, the storage primitives, error
+mapping), which is the same for both transports.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ from distributor_core.storage.sftp_connection import (
     DEFAULT_PORT,
     HOST_KEY_POLICIES,
     Channel,
+    Connection,
     SFTPUnavailable,
     SSHConnection,
     SSHEndpoint,
     TransferPool,
     status_text,
 )
+from distributor_core.storage.sftp_openssh import OpenSSHConnection
 
 __all__ = ["DEFAULT_KNOWN_HOSTS_FILE", "DEFAULT_PORT", "HOST_KEY_POLICIES", "SFTPStorage"]
 
@@ -148,6 +152,9 @@ class SFTPStorage(Storage):
         max_channels: int = 8,
         transfer_connections: int = TRANSFER_CONNECTIONS,
         display: str | None = None,
+        transport: str = "paramiko",
+        ssh_config_file: str | os.PathLike[str] | None = None,
+        ssh_options: Iterable[tuple[str, str]] = (),
     ) -> None:
         endpoint = SSHEndpoint(
             host=host,
@@ -160,6 +167,9 @@ class SFTPStorage(Storage):
             connect_timeout=connect_timeout,
             io_timeout=io_timeout,
             max_channels=max_channels,
+            transport=transport,
+            ssh_config_file=os.fspath(ssh_config_file) if ssh_config_file else None,
+            ssh_options=tuple(ssh_options),
         )
         if not root or not root.startswith("/"):
             raise ValueError("ssh path must be an absolute remote directory")
@@ -176,7 +186,10 @@ class SFTPStorage(Storage):
         self.max_channels = endpoint.max_channels
         self.root = posixpath.normpath(root)
         self.root_display = display if display is not None else root
-        self.connection = SSHConnection(endpoint)
+        self.transport = endpoint.transport
+        self.connection: Connection = (
+            OpenSSHConnection(endpoint) if endpoint.transport == "openssh" else SSHConnection(endpoint)
+        )
         #: writes of file contents run on up to ``transfer_connections`` SSH connections
         self.transfers = TransferPool(self.connection, transfer_connections)
         self._root_ready = False
@@ -196,6 +209,9 @@ class SFTPStorage(Storage):
             known_hosts_file=getattr(cfg, "known_hosts_file", None) or None,
             host_key_policy=policy,
             dry_run=dry_run,
+            transport=getattr(cfg, "transport", None) or "paramiko",
+            ssh_config_file=getattr(cfg, "ssh_config_file", None) or None,
+            ssh_options=getattr(cfg, "ssh_options", None) or (),
         )
 
     def __repr__(self) -> str:

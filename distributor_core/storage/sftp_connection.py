@@ -19,12 +19,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import paramiko
 from paramiko.sftp import SFTPError
 from paramiko.sftp_client import SFTPClient
 
+from distributor_core.config.ssh_options import option_problems
 from distributor_core.storage import sftp_wire as wire
 
 # paramiko logs connection failures with tracebacks from its transport thread; without a handler
@@ -33,6 +34,8 @@ from distributor_core.storage import sftp_wire as wire
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 HOST_KEY_POLICIES = ("strict", "accept_new")
+#: ``paramiko`` (SSH in this process) or ``openssh`` (the system ``ssh`` client, :mod:`.sftp_openssh`)
+TRANSPORTS = ("paramiko", "openssh")
 DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
 DEFAULT_PORT = 22
 
@@ -67,6 +70,10 @@ class SSHEndpoint:
     connect_timeout: float = 15.0
     io_timeout: float = 120.0
     max_channels: int = 8
+    transport: str = "paramiko"
+    #: ``transport: openssh`` only: the ``-F`` file (``None``: ``/dev/null``) and extra ``-o`` options
+    ssh_config_file: str | None = None
+    ssh_options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -80,6 +87,17 @@ class SSHEndpoint:
             raise ValueError("ssh host_key_policy must be strict or accept_new")
         if self.max_channels < 1:
             raise ValueError("max_channels must be at least 1")
+        if self.transport not in TRANSPORTS:
+            raise ValueError("ssh transport must be paramiko or openssh")
+        if self.transport != "openssh" and (self.ssh_config_file or self.ssh_options):
+            raise ValueError("ssh_config_file and ssh_options are only used with transport: openssh")
+        options = tuple((str(name), str(value)) for name, value in self.ssh_options)
+        problems = option_problems(options)
+        if problems:
+            raise ValueError("; ".join(problems))
+        config = os.path.expanduser(os.fspath(self.ssh_config_file)) if self.ssh_config_file else None
+        object.__setattr__(self, "ssh_options", options)
+        object.__setattr__(self, "ssh_config_file", config)
         key = os.path.expanduser(os.fspath(self.private_key_file)) if self.private_key_file else None
         known = os.path.expanduser(os.fspath(self.known_hosts_file or DEFAULT_KNOWN_HOSTS_FILE))
         object.__setattr__(self, "host_key_policy", policy)
@@ -100,11 +118,33 @@ class Channel:
     generation: int
     read_size: int
     write_size: int
-    connection: SSHConnection | None = None
+    connection: Connection | None = None
 
     @property
     def alive(self) -> bool:
         return wire.channel_alive(self.sftp)
+
+
+class Connection(Protocol):
+    """What the adapter and :class:`TransferPool` need of a transport: a pool of SFTP channels to
+    one server. :class:`SSHConnection` (paramiko) and
+    :class:`~distributor_core.storage.sftp_openssh.OpenSSHConnection` (the ``ssh`` client)."""
+
+    endpoint: SSHEndpoint
+
+    def __init__(self, endpoint: SSHEndpoint) -> None: ...
+
+    @property
+    def connect_count(self) -> int: ...
+
+    @property
+    def connected(self) -> bool: ...
+
+    def lease(self) -> Channel: ...
+
+    def release(self, channel: Channel, healthy: bool) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _ConnectError(Exception):
@@ -379,13 +419,13 @@ class TransferPool:
     server that refuses an additional connection (``MaxStartups``, per-user limits) leaves the
     transfers on the connections that exist."""
 
-    def __init__(self, primary: SSHConnection, limit: int) -> None:
+    def __init__(self, primary: Connection, limit: int) -> None:
         if limit < 1:
             raise ValueError("the transfer pool needs at least one connection")
         self.primary = primary
         self.limit = limit
         self._lock = threading.Lock()
-        self._active: dict[SSHConnection, int] = {primary: 0}
+        self._active: dict[Connection, int] = {primary: 0}
 
     @property
     def extra_connect_count(self) -> int:
@@ -393,16 +433,16 @@ class TransferPool:
         with self._lock:
             return sum(c.connect_count for c in self._active if c is not self.primary)
 
-    def _pick(self) -> SSHConnection:
+    def _pick(self) -> Connection:
         with self._lock:
             connection = min(self._active, key=self._active.__getitem__)  # the primary on ties
             if self._active[connection] and len(self._active) < self.limit:
-                connection = SSHConnection(self.primary.endpoint)
+                connection = type(self.primary)(self.primary.endpoint)
                 self._active[connection] = 0
             self._active[connection] += 1
             return connection
 
-    def _done(self, connection: SSHConnection) -> None:
+    def _done(self, connection: Connection) -> None:
         with self._lock:
             if connection in self._active:
                 self._active[connection] -= 1

@@ -134,9 +134,12 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def channel_alive(sftp: SFTPClient) -> bool:
+    """The channel (a paramiko ``Channel``, or the pipes of an ``ssh`` child) can carry requests."""
     channel = sftp.get_channel()
     if channel is None or channel.closed:
         return False
+    if not isinstance(channel, paramiko.Channel):
+        return True  # a byte channel of its own (sftp_openssh.PipeChannel): ``closed`` says it all
     transport = channel.get_transport()
     return transport is not None and transport.is_active()
 
@@ -211,9 +214,10 @@ class Pending:
                 return
 
 
-def server_limits(sftp: SFTPClient) -> tuple[int, int]:
+def server_limits(sftp: SFTPClient, max_write_request: int = MAX_WRITE_REQUEST) -> tuple[int, int]:
     """(read request size, write request size) for this server: OpenSSH answers
-    ``limits@openssh.com``; anything else gets the 32 KiB every server accepts."""
+    ``limits@openssh.com``; anything else gets the 32 KiB every server accepts. Write requests
+    are at most ``max_write_request`` bytes."""
     try:
         kind, msg = sftp._request(CMD_EXTENDED, "limits@openssh.com")
     except (OSError, EOFError, SFTPError):
@@ -224,7 +228,7 @@ def server_limits(sftp: SFTPClient) -> tuple[int, int]:
     max_read = msg.get_int64()
     max_write = msg.get_int64()
     read_size = min(max_read, MAX_READ_REQUEST) if max_read > 0 else SAFE_REQUEST
-    write_size = min(max_write, MAX_WRITE_REQUEST) if max_write > 0 else SAFE_REQUEST
+    write_size = min(max_write, max_write_request) if max_write > 0 else SAFE_REQUEST
     return max(read_size, 1024), max(write_size, 1024)
 
 
@@ -237,7 +241,7 @@ def write_request_size(sftp: SFTPClient, handle: bytes, limit: int) -> int:
     """Data bytes per write request: at most ``limit``, and where possible exactly enough for the
     request to fill whole SSH packets of the channel."""
     channel = sftp.get_channel()
-    per_packet = (channel.out_max_packet_size if channel is not None else 0) - PACKET_SLACK
+    per_packet = getattr(channel, "out_max_packet_size", 0) - PACKET_SLACK
     header = _WRITE_HEADER.size + len(handle) + _WRITE_TAIL.size
     if per_packet <= header:
         return limit

@@ -117,6 +117,16 @@ CHART_SUBSCHEMA: dict[str, Any] = {
                 "envSecrets": _NAMED_LIST,
                 "volumes": _NAMED_LIST,
                 "volumeMounts": _NAMED_LIST,
+                "sensors": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["useThreads"],
+                    "properties": {
+                        "useThreads": {"type": "boolean"},
+                        "numWorkers": _INT_OR_NULL,
+                        "numSubmitWorkers": _INT_OR_NULL,
+                    },
+                },
                 "runCoordinator": {
                     "type": "object",
                     "additionalProperties": False,
@@ -189,6 +199,14 @@ def chart_instance(values: dict[str, Any]) -> dict[str, Any]:
         "run_coordinator": {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator",
                             "config": coordinator},
     }
+    sensors = values["dagsterDaemon"].get("sensors") or {}
+    if sensors:
+        instance["sensors"] = {
+            snake: sensors[camel]
+            for camel, snake in (("useThreads", "use_threads"), ("numWorkers", "num_workers"),
+                                 ("numSubmitWorkers", "num_submit_workers"))
+            if sensors.get(camel) is not None
+        }
     if enabled:
         pools, runs = concurrency.get("pools") or {}, concurrency.get("runs") or {}
         block: dict[str, Any] = {}
@@ -264,6 +282,7 @@ def test_the_chart_instance_has_the_one_host_limits(values: dict[str, Any]) -> N
     rendered = chart_instance(values)
     assert rendered["concurrency"] == one_host["concurrency"]
     assert rendered["run_coordinator"] == one_host["run_coordinator"]
+    assert rendered["sensors"] == one_host["sensors"] == {"use_threads": True, "num_workers": 4}
     # what the values said before issue 28: no block, and an unlimited run coordinator
     disabled = chart_instance({**values, "concurrency": {**values["concurrency"], "enabled": False}})
     assert "concurrency" not in disabled and disabled["run_coordinator"]["config"]["max_concurrent_runs"] == -1
@@ -365,6 +384,7 @@ def test_the_docker_instance_has_the_one_host_limits() -> None:
     one_host = _one_host()
     assert docker["concurrency"] == one_host["concurrency"]
     assert docker["run_coordinator"] == one_host["run_coordinator"]
+    assert docker["sensors"] == one_host["sensors"]
 
 
 def test_the_docker_example_is_one_host() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,6 +36,7 @@ EXPECTED_FILES = [
     "merge-reconciliation.yml",
     "s3-destination.yml",
     "shared-root.yml",
+    "ssh-bastion.yml",
     "ssh-destination.yml",
     "takeover-latest.yml",
 ]
@@ -158,6 +161,23 @@ def test_ssh_destination(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     assert storage.private_key_file == Path("/home/operator/.ssh/id_ed25519")
     assert storage.known_hosts_file == Path("/home/operator/.ssh/known_hosts")
     assert storage.host_key_policy == "strict"
+    assert storage.transport == "paramiko"
+
+
+def test_ssh_bastion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", "/home/operator")
+    storage = load("ssh-bastion.yml", monkeypatch, tmp_path).pipelines[0].destinations[0].storage
+    assert isinstance(storage, SSHBackend)
+    assert (storage.transport, storage.host, storage.user) == ("openssh", "sftp.internal.example.com", "distributor")
+    assert storage.ssh_config_file == EXAMPLES / "ssh" / "bastion.conf"
+    assert storage.ssh_options == (("ServerAliveInterval", "15"),)
+    # OpenSSH itself reads the named file and resolves the target through the bastion
+    shown = subprocess.run(
+        ["ssh", "-G", "-F", str(storage.ssh_config_file), storage.host],
+        capture_output=True, text=True, check=True, env={**os.environ, "HOME": str(tmp_path)},
+    ).stdout.lower()
+    assert "proxyjump jump@bastion.example.com:22" in shown
+    assert "controlmaster auto" in shown
 
 
 def test_s3_destination(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -157,9 +157,15 @@ _OPTIONAL_LINES = ("PerSourcePenalties no",)
 
 
 def _write_config(
-    workdir: Path, port: int, user: str, optional: tuple[str, ...] = _OPTIONAL_LINES, log_level: str = "INFO"
+    workdir: Path,
+    port: int,
+    user: str,
+    optional: tuple[str, ...] = _OPTIONAL_LINES,
+    log_level: str = "INFO",
+    extra: tuple[str, ...] = (),
 ) -> Path:
     lines = [
+        *extra,  # first: sshd keeps the first value of a keyword
         "ListenAddress 127.0.0.1",
         f"Port {port}",
         f"HostKey {workdir / 'ssh_host_ed25519_key'}",
@@ -184,11 +190,13 @@ def _write_config(
     return config
 
 
-def _check_config(workdir: Path, port: int, user: str, log_level: str = "INFO") -> Path:
+def _check_config(
+    workdir: Path, port: int, user: str, log_level: str = "INFO", extra: tuple[str, ...] = ()
+) -> Path:
     """Write the config, leaving out optional lines this sshd does not know."""
     optional = _OPTIONAL_LINES
     while True:
-        config = _write_config(workdir, port, user, optional, log_level)
+        config = _write_config(workdir, port, user, optional, log_level, extra)
         check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True, check=False)
         if check.returncode == 0:
             return config
@@ -211,9 +219,13 @@ def _wait_for_banner(port: int, proc: subprocess.Popen[bytes], deadline: float) 
     return False
 
 
-def start_sshd(workdir: Path, *, log_level: str = "INFO") -> tuple[SSHDServer, subprocess.Popen[bytes]]:
+def start_sshd(
+    workdir: Path, *, log_level: str = "INFO", extra: tuple[str, ...] = ()
+) -> tuple[SSHDServer, subprocess.Popen[bytes]]:
     """Generate keys and config in ``workdir`` and start sshd in the foreground (``log_level``:
-    sshd's ``LogLevel``; the benchmarks read the negotiated cipher from a ``DEBUG1`` log)."""
+    sshd's ``LogLevel``; the benchmarks read the negotiated cipher from a ``DEBUG1`` log;
+    ``extra``: sshd_config lines that take precedence, e.g. ``AllowTcpForwarding yes`` for a
+    bastion or ``TrustedUserCAKeys`` for certificates)."""
     _require_binaries()
     account = ensure_test_user()
     workdir.chmod(0o755)  # sshd reads authorized_keys as the target user
@@ -230,7 +242,7 @@ def start_sshd(workdir: Path, *, log_level: str = "INFO") -> tuple[SSHDServer, s
     last_log = ""
     for _attempt in range(3):
         port = free_port()
-        config = _check_config(workdir, port, account.pw_name, log_level)
+        config = _check_config(workdir, port, account.pw_name, log_level, extra)
         log = open(workdir / "sshd.log", "ab")  # noqa: SIM115 - kept open for the child
         try:
             proc = subprocess.Popen(

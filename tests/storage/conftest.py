@@ -139,15 +139,16 @@ def _local_case(tmp_path: Path) -> BackendCase:
     )
 
 
-def _sftp_case(request: pytest.FixtureRequest) -> BackendCase:
+def _sftp_case(request: pytest.FixtureRequest, transport: str = "paramiko") -> BackendCase:
+    """An SFTP backend over ``transport`` (``paramiko``, or ``openssh``: the system ssh client)."""
     from tests.peers.sshd import make_sftp_storage
 
     server = request.getfixturevalue("sshd_server")
     root = server.make_sftp_root()
     return BackendCase(
         name="sftp",
-        storage=make_sftp_storage(server, root),
-        new_storage=lambda: make_sftp_storage(server, root),
+        storage=make_sftp_storage(server, root, transport=transport),
+        new_storage=lambda: make_sftp_storage(server, root, transport=transport),
         local_root=root,
         chown=server.chown_to_user,
     )
@@ -175,6 +176,7 @@ def _s3_case(request: pytest.FixtureRequest) -> BackendCase:
 _PARAMS = [
     pytest.param("local"),
     pytest.param("sftp", marks=pytest.mark.sftp),
+    pytest.param("sftp-openssh", marks=pytest.mark.sftp),
     pytest.param("s3", marks=pytest.mark.s3),
 ]
 
@@ -186,6 +188,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendC
         case = _local_case(tmp_path)
     elif name == "sftp":
         case = _sftp_case(request)
+    elif name == "sftp-openssh":
+        case = _sftp_case(request, transport="openssh")
     else:
         case = _s3_case(request)
     try:
@@ -236,10 +240,13 @@ def io_probe(case: BackendCase, monkeypatch: pytest.MonkeyPatch) -> tuple[Storag
     return storage, lambda: len(sent)
 
 
-@pytest.fixture(params=_PARAMS[:2])
+@pytest.fixture(params=_PARAMS[:3])
 def disk_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendCase]:
     """Backends whose root is a real directory tree (directories, symlinks, permissions)."""
-    case = _local_case(tmp_path) if request.param == "local" else _sftp_case(request)
+    if request.param == "local":
+        case = _local_case(tmp_path)
+    else:
+        case = _sftp_case(request, transport="openssh" if request.param == "sftp-openssh" else "paramiko")
     try:
         yield case
     finally:
