@@ -26,7 +26,7 @@ from distributor_core.server import create_app
 from distributor_dagster import build_definitions
 from distributor_dagster.upload_status import DagsterRunLookup
 from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
-from tests.dagster.reconstruct import job_from_environment
+from tests.dagster.reconstruct import reconstructable_job
 
 pytestmark = pytest.mark.dagster
 
@@ -183,18 +183,16 @@ def test_the_publish_run_records_its_status_and_report_in_the_upload(
 
 
 def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
-    tmp_path: Path, config: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     (run_id,) = staged_uploads(tmp_path, config, instance, 1)
     staging_path = tmp_path / "staging" / "reports.daily"
     stray = tmp_path / "out" / "mirror" / "stray.txt"
     stray.parent.mkdir(parents=True)
     stray.write_text("unmanaged\n")
-    monkeypatch.setenv("DISTRIBUTOR_CONFIG", str(config))
-    monkeypatch.setenv("DISTRIBUTOR_TEST_JOB", "publish_reports_daily")
     (request,) = tick(build_definitions(config), None, instance).run_requests
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
+        reconstructable_job(config, "publish_reports_daily"), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
         # the publish executor runs the report after a failed destination: it records the upload's
@@ -216,7 +214,7 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     stray.unlink()
     # "Re-execute from failure": the failed publish step publishes again, then report and the checks
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance,
+        reconstructable_job(config, "publish_reports_daily"), instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
     ) as rerun:
         assert rerun.success

@@ -14,7 +14,7 @@ import pytest
 from distributor_core import staging as sg
 from distributor_dagster import build_definitions
 from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
-from tests.dagster.reconstruct import job_from_environment
+from tests.dagster.reconstruct import reconstructable_job
 from tests.dagster.test_upload_sensor import CONFIG, TOKEN, serving, tick, upload
 
 pytestmark = pytest.mark.dagster
@@ -39,7 +39,7 @@ def stage(tmp_path: Path, config: Path, instance: dg.DagsterInstance, bundles: l
 
 
 def test_a_batch_records_each_upload_and_a_re_execution_publishes_only_the_unfinished_one(
-    tmp_path: Path, config: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     # three versions of one bundle, and between them a bundle with another id, which the
     # destinations (holding reports.daily at their root) refuse
@@ -48,10 +48,8 @@ def test_a_batch_records_each_upload_and_a_re_execution_publishes_only_the_unfin
     staging_path = tmp_path / "staging" / "reports.daily"
     (request,) = tick(build_definitions(config, bundles_per_run=5), None, instance).run_requests
     assert request.run_config["ops"]["reports_daily"]["config"]["upload_run_ids"] == [v0, other, v1, v2]
-    monkeypatch.setenv("DISTRIBUTOR_CONFIG", str(config))
-    monkeypatch.setenv("DISTRIBUTOR_TEST_JOB", "publish_reports_daily")
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
+        reconstructable_job(config, "publish_reports_daily"), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
         parent = result.run_id
@@ -73,7 +71,7 @@ def test_a_batch_records_each_upload_and_a_re_execution_publishes_only_the_unfin
     for name in ("archive", "mirror"):
         shutil.rmtree(tmp_path / "out" / name)
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance,
+        reconstructable_job(config, "publish_reports_daily"), instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(parent, instance),
     ) as rerun:
         assert rerun.success
