@@ -131,3 +131,25 @@ def test_get_runs_follows_the_batch_run_of_each_upload(
         for run_id in (first, second):
             view = client.get(f"/runs/{run_id}", headers={"Authorization": f"Bearer {TOKEN}"}).json()
             assert (view["status"], view["dagster_run_id"]) == ("queued", queued.run_id)
+
+
+def test_one_upload_of_a_batch_that_cannot_be_published_does_not_stop_the_others(
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
+) -> None:
+    gone, kept = stage(tmp_path, config, instance, [("reports.daily", 0), ("reports.daily", 1)])
+    staging_path = tmp_path / "staging" / "reports.daily"
+    shutil.rmtree(sg.bundle_dir(staging_path, gone))  # e.g. removed by the failed-uploads quota
+    expired = "reports.daily.20260101T000000Z.0000abcd"
+    result = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_ids": [expired, gone, kept]}}}},
+        instance=instance,
+    )
+    assert result.success
+    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert f"upload {expired} is not in the staging area of pipeline reports.daily (expired?)" in messages
+    record = sg.read_record(staging_path, gone)
+    assert (record.status, record.dagster_run_id) == ("failed", result.run_id)
+    assert record.error == f"the staged bundle of upload {gone} is gone"
+    record = sg.read_record(staging_path, kept)
+    assert (record.status, record.dagster_run_id) == ("succeeded", result.run_id)
+    assert (tmp_path / "out" / "archive" / "r.md").read_text() == "reports.daily 1\n"
