@@ -57,7 +57,6 @@ def _request(manifest, source, destination):
         destination=destination,
         policy=DestinationPolicy(),
         distributor_version="bench",
-        manifest_validated=True,  # validated in setup, as a run's source loading does
     )
 
 

@@ -20,15 +20,16 @@ from distributor_core.bundle import (
     BundleValidationError,
     Manifest,
     ProgressCallback,
+    ValidManifest,
     check_content,
     digest_chunks,
     parse_manifest,
     validate_manifest,
     verify,
 )
+from distributor_core.bundle.codec import valid_manifest_from_obj
 from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
-from distributor_core.state import fastcheck
 from distributor_core.storage.base import CHUNK_SIZE, Entry, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -181,7 +182,7 @@ def _bundle_error(rel: str, exc: StorageError) -> BundleValidationError | None:
     return None
 
 
-def load_source_manifest(storage: Storage, bundle_path: str) -> Manifest:
+def load_source_manifest(storage: Storage, bundle_path: str) -> ValidManifest:
     """Read and parse ``<bundle_path>/manifest.json`` through the storage protocol.
 
     A missing, non-regular or oversized manifest raises ``BundleValidationError``; content
@@ -195,7 +196,7 @@ def load_source_manifest(storage: Storage, bundle_path: str) -> Manifest:
             raise
         raise BundleValidationError(str(error).replace(f"file {MANIFEST_NAME}", MANIFEST_NAME, 1)) from exc
     try:
-        manifest = fastcheck.manifest_from_obj_fast(loads_object(data))
+        manifest = valid_manifest_from_obj(loads_object(data))
     except JSONFormatError:
         manifest = None
     # anything unusual (or invalid) takes the exact parser, which words the error
@@ -209,13 +210,12 @@ def validate_source_bundle(
     *,
     progress: ProgressCallback | None = None,
     keep: ValidatedContent | None = None,
-    manifest_checked: bool = False,
     cache: ValidationCache | None = None,
-) -> Manifest:
+) -> ValidManifest:
     """Validate ``manifest`` and every listed file of the bundle at ``bundle_path``.
 
-    ``manifest_checked``: the caller has already validated ``manifest`` itself (it comes from
-    :func:`load_source_manifest`, which does), so only the files are checked here.
+    A :class:`~distributor_core.bundle.ValidManifest` (what :func:`load_source_manifest`
+    returns) is not checked again; a plain ``Manifest`` is validated first.
 
     Each file must be a regular file (``storage.stat``), have the recorded size, and hash to the
     recorded sha256; its bytes are streamed once through ``storage.open_read``. Messages name
@@ -231,8 +231,7 @@ def validate_source_bundle(
     entry is not read at all (nor kept: publishing reads and verifies it); every other file is
     hashed as without a cache and, when it matches, recorded (``distributor_core.validation_cache``).
     """
-    if not manifest_checked and not fastcheck.manifest_valid(manifest):
-        validate_manifest(manifest)
+    manifest = validate_manifest(manifest)
     records = manifest.files
     capabilities = storage.capabilities
     threads = capabilities.read_threads(len(records), sum(_size(r) for r in records))

@@ -34,7 +34,13 @@ def compare_without(*names: str) -> Callable[[type[T]], type[T]]:
                 return NotImplemented
             return key(self) == key(other)
 
+        def __ne__(self: Any, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return key(self) != key(other)
+
         cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+        cls.__ne__ = __ne__  # type: ignore[method-assign,assignment]
         if cls.__struct_config__.frozen:  # type: ignore[attr-defined]
             cls.__hash__ = lambda self: hash(key(self))  # type: ignore[method-assign,assignment]
         return cls

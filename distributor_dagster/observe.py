@@ -21,7 +21,7 @@ import dagster as dg
 
 from distributor_core import paths as lp
 from distributor_core import staging
-from distributor_core.app.run import validate_bundle
+from distributor_core.app.run import load_valid_bundle
 from distributor_core.app.run_options import RunOptions
 from distributor_core.bundle import BundleError
 from distributor_core.config import Pipeline
@@ -39,7 +39,7 @@ from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
 
 def _validate(pipeline: Pipeline, source: Storage, path: str) -> Outcome:
     try:
-        bundle = validate_bundle(pipeline, source, path, RunOptions(dry_run=True))
+        bundle = load_valid_bundle(pipeline, source, path, RunOptions(dry_run=True))
     except BundleError as exc:
         return bundle_outcome(path, "", exc)
     return bundle_outcome(path, bundle.manifest.digest, None)

@@ -159,7 +159,7 @@ class SourceView:
             render_markdown(record, self.storage.read_bytes(lp.join(source_path, record.path)), self.policy)
             for record in markdown_sources(manifest.files, self.policy)
         ]
-        outputs = build_outputs(manifest_files=manifest.files, policy=self.policy, generated=generated)
+        outputs = build_outputs(manifest=manifest, policy=self.policy, generated=generated)
         outputs, primary = apply_links(outputs, bundle_path=bundle_path, policy=self.policy)
         return SourcePlan(
             source_path,

@@ -1,4 +1,5 @@
-"""The ``all_bundles`` report: one section per bundle path (resolutions B2).
+"""The ``all_bundles`` report: one section per bundle path (resolutions B2); and one destination's
+section of a run over several destinations (:class:`DestinationSection`).
 
 ``to_dict()``::
 
@@ -135,3 +136,56 @@ class BundleSetReport(msgspec.Struct, Generic[R]):
             f"dry_run={'true' if self.dry_run else 'false'}"
         )
         return lines
+
+
+class DestinationSection(msgspec.Struct, Generic[R]):
+    """One destination of a run over several destinations (``--all``, the Dagster maintenance
+    jobs): its report (a bundle set's, or one bundle path's) and the error that failed it.
+
+    ``to_dict()`` is the report's, or ``{"pipeline_id", "destination_id", "backend", "root_path"}``
+    when the destination failed before it had one, plus ``error`` when it failed.
+    """
+
+    pipeline_id: str
+    destination_id: str
+    backend: str
+    root_path: str
+    report: BundleSetReport[R] | R | None = None
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.pipeline_id}/{self.destination_id}"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or (isinstance(self.report, BundleSetReport) and not self.report.ok)
+
+    @property
+    def clean(self) -> bool:
+        return not self.failed and (self.report is None or bool(getattr(self.report, "clean", True)))
+
+    def error_text(self) -> str:
+        """The error that failed the destination, or its bundle set's failures (empty when none)."""
+        if self.error:
+            return self.error
+        return self.report.error_message() if isinstance(self.report, BundleSetReport) else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.report is not None:
+            data = self.report.to_dict()
+        else:
+            data = {
+                "pipeline_id": self.pipeline_id,
+                "destination_id": self.destination_id,
+                "backend": self.backend,
+                "root_path": self.root_path,
+            }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+    def text_lines(self) -> list[str]:
+        if self.report is not None:
+            return self.report.text_lines()
+        return [f"Failed: pipeline={self.pipeline_id} destination={self.destination_id} error={self.error}"]

@@ -1,17 +1,21 @@
-"""Running ``reconcile-state`` or ``prune`` over the selected bundle paths (resolutions B2).
+"""The two loops of the maintenance operations (``reconcile-state``, ``prune``, ``audit``), shared
+by the CLI and the Dagster maintenance jobs (resolutions B2).
 
-One storage is opened for the destination root (or the caller's, which is left open). A single
-bundle path returns its report or raises; ``all_bundles`` finds every bundle path with a state
-file and runs each one independently, collecting a :class:`BundleSetReport`.
+- :func:`run_bundle_set`: the bundle paths of one destination root, each independently,
+  collected in a :class:`BundleSetReport` (one storage is opened for the root, or the caller's
+  is used and left open; a single bundle path returns its report or raises instead);
+- :func:`run_destinations`: several destinations in the order given (``--all``, the site-wide
+  Dagster jobs), one :class:`DestinationSection` each as soon as it is done; one destination
+  failing never stops the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from distributor_core.app.bundle_set import BundleSection, BundleSetReport, SectionReport
+from distributor_core.app.bundle_set import BundleSection, BundleSetReport, DestinationSection, SectionReport
 from distributor_core.app.selection import Target, discover_state_bundles
 from distributor_core.execute.journal import JournalError
 from distributor_core.paths import PathError
@@ -69,3 +73,27 @@ def run_bundle_set(
         except BUNDLE_ERRORS as exc:
             report.sections.append(BundleSection(bundle, None, str(exc)))
     return report
+
+
+def run_destinations(targets: Iterable[Target], work: Callable[[Target], Any]) -> Iterator[DestinationSection[Any]]:
+    """Run ``work`` (returning the destination's report: a bundle set's, or one bundle path's)
+    on every target in the order given, yielding each destination's section as
+    soon as it is done. A :class:`ReportedError` keeps its report beside the error; any other
+    failure is the destination's error (its first line) and the next destination goes on."""
+    for target in targets:
+        section: DestinationSection[Any] = DestinationSection(
+            target.pipeline.id, target.destination.id, target.backend, target.root_path
+        )
+        try:
+            section.report = work(target)
+        except ReportedError as exc:
+            section.report, section.error = exc.report, one_line(exc)
+        except Exception as exc:  # one destination's failure never stops the others
+            section.error = one_line(exc)
+        yield section
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: its message's first line, or its type's name when it has none."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "") or type(exc).__name__

@@ -25,59 +25,14 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from distributor_core import paths as lp
-from distributor_core.app.bundle_set import BundleSetReport, SectionReport
-from distributor_core.app.bundles import destination_storage
+from distributor_core.app.bundle_set import BundleSetReport, DestinationSection, SectionReport
+from distributor_core.app.bundles import destination_storage, run_destinations
 from distributor_core.app.repair_report import flag_text
 from distributor_core.app.selection import Target, discover_state_bundles
 from distributor_core.config import Config, Environment
 from distributor_core.storage.base import Storage
 
 R = TypeVar("R", bound=SectionReport)
-
-
-class DestinationSection(msgspec.Struct, Generic[R]):
-    pipeline_id: str
-    destination_id: str
-    backend: str
-    root_path: str
-    report: BundleSetReport[R] | None = None
-    error: str = ""
-
-    @property
-    def name(self) -> str:
-        return f"{self.pipeline_id}/{self.destination_id}"
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.error) or (self.report is not None and not self.report.ok)
-
-    @property
-    def clean(self) -> bool:
-        return not self.failed and (self.report is None or self.report.clean)
-
-    def error_text(self) -> str:
-        if self.error:
-            return self.error
-        return self.report.error_message() if self.report is not None else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.report is not None:
-            data = self.report.to_dict()
-        else:
-            data = {
-                "pipeline_id": self.pipeline_id,
-                "destination_id": self.destination_id,
-                "backend": self.backend,
-                "root_path": self.root_path,
-            }
-        if self.error:
-            data["error"] = self.error
-        return data
-
-    def text_lines(self) -> list[str]:
-        if self.report is not None:
-            return self.report.text_lines()
-        return [f"Failed: pipeline={self.pipeline_id} destination={self.destination_id} error={self.error}"]
 
 
 class ConfigSetReport(msgspec.Struct, Generic[R]):
@@ -156,24 +111,16 @@ def walk_config(
     one: OneDestination[R],
     discovery_limit: int,
 ) -> ConfigSetReport[R]:
-    """Run ``one(target, storage, bundle paths)`` for every destination, in config order."""
-    report: ConfigSetReport[R] = ConfigSetReport(dry_run)
-    for pipeline in config.pipelines:
-        for destination in pipeline.destinations:
-            target = Target(config, pipeline, destination, environment)
-            section: DestinationSection[R] = DestinationSection(
-                pipeline.id, destination.id, target.backend, target.root_path
-            )
-            report.destinations.append(section)
-            try:
-                with destination_storage(target, dry_run=dry_run) as storage:
-                    bundles = state_bundles(target, storage, discovery_limit=discovery_limit)
-                    section.report = one(target, storage, bundles)
-            except Exception as exc:  # one destination's failure never stops the others
-                section.error = _one_line(exc)
-    return report
+    """Run ``one(target, storage, bundle paths)`` for every destination, in config order, through
+    the one destination loop (:func:`~distributor_core.app.bundles.run_destinations`)."""
 
+    def work(target: Target) -> BundleSetReport[R]:
+        with destination_storage(target, dry_run=dry_run) as storage:
+            return one(target, storage, state_bundles(target, storage, discovery_limit=discovery_limit))
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else "") or type(exc).__name__
+    targets = [
+        Target(config, pipeline, destination, environment)
+        for pipeline in config.pipelines
+        for destination in pipeline.destinations
+    ]
+    return ConfigSetReport(dry_run, list(run_destinations(targets, work)))

@@ -10,6 +10,7 @@ Dagster publish assets share (one orchestrator, issue 12 item 8).
 - :func:`plan_destination` / :func:`execute_destination` — every bundle of one destination, planned
   (a dry run, no lock) or published; ``execute_destination`` compares each fresh plan with what was
   planned before the lock and records both actions when they differ (B1);
+  :func:`publish_destination` runs the two bundle by bundle (the Dagster ``publish_<d>`` step);
 - :func:`run_report` — the run report, built once, in resolutions C2 order.
 
 Every function opens nothing: the caller passes the open source and a :class:`DestinationPool`,
@@ -25,7 +26,7 @@ import msgspec
 
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
-from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, UsageError
+from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, RunSelectionError
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 FORCE_FLAGS = ("force", "republish")
 
 
-class TargetError(UsageError):
+class TargetError(RunSelectionError):
     """``force`` or ``republish`` on a run that does not target exactly one destination (B3).
 
     ``flag`` is ``force`` or ``republish``; :meth:`describe` words the message for an entry point
@@ -182,7 +183,6 @@ def publish_to(
         force=options.force,
         republish=options.republish,
         source_content=bundle.content,
-        manifest_validated=True,  # a SourceBundle here came out of validate_bundles (run, Dagster's validate step)
     )
     events = options.events
 
@@ -244,6 +244,32 @@ def execute_destination(
         if not options.dry_run and planned_action is not None and planned_action != entry.action:
             entry.planned_action = planned_action
         entries.append(entry)
+    return entries
+
+
+def publish_destination(
+    pipeline: Pipeline,
+    destination: Destination,
+    source: Storage,
+    bundles: Sequence[SourceBundle],
+    *,
+    pool: DestinationPool,
+    options: RunOptions,
+) -> list[ActionReport]:
+    """The publish stage for one destination, as a Dagster ``publish_<d>`` step runs it: each
+    bundle the destination gets is planned without the lock (:func:`plan_destination`), then,
+    unless ``options.dry_run``, published under the lock (:func:`execute_destination`, which
+    re-plans and records both actions when they differ, resolutions B1); bundle by bundle, so a
+    bundle is planned after the one before it was written."""
+    entries: list[ActionReport] = []
+    for bundle in destination_bundles(destination, bundles):
+        planned = plan_destination(pipeline, destination, source, [bundle], pool=pool, options=options)
+        if options.dry_run:
+            entries.extend(planned)
+            continue
+        entries.extend(
+            execute_destination(pipeline, destination, source, [bundle], pool=pool, options=options, planned=planned)
+        )
     return entries
 
 

@@ -1,4 +1,19 @@
-"""``run``: discover, validate, plan and publish every configured pipeline (interfaces §2.5).
+"""``run``: the publication sequence, stage by stage (interfaces §2.5).
+
+One sequence, written once, that ``distributor run`` runs in one go (:func:`run_config`) and the
+Dagster publish steps run split into steps (``discover``, ``validate``, ``publish_<d>``,
+``report``), calling the same stage functions:
+
+1. credentials and 2. root: :func:`open_sources` (resolutions G3: every credential resolves, then
+   every source opens and its root exists, before any destination is planned);
+3. discover: :func:`find_bundles` (the bundle asked for, or every bundle of the source);
+4. validate: :func:`check_bundles` (manifest rules, every file's size and sha256; an invalid
+   bundle is worded by :func:`invalid_message`);
+5. publish: :func:`~distributor_core.app.publication.publish_to` for each (bundle, destination),
+   bundle by bundle in one process (:func:`publish_bundles`) or destination by destination with
+   the plan made before the lock kept beside the executed one (Dagster's steps:
+   :func:`~distributor_core.app.publication.publish_destination`);
+6. report: :func:`~distributor_core.app.publication.run_report`.
 
 Order (resolutions C2): pipelines in config order, bundle paths sorted, destinations in config
 order. An invalid bundle fails its pipeline before any write; other pipelines go on. Each
@@ -7,8 +22,8 @@ destination is independent: one failing destination does not stop the others.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 
 import msgspec
 
@@ -22,7 +37,7 @@ from distributor_core.app.publication import (
     run_report,
 )
 from distributor_core.app.report import RunReport
-from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, UsageError
+from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, RunSelectionError
 from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
 from distributor_core.bundle import BundleError
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
@@ -39,22 +54,27 @@ from distributor_core.storage.factory import open_source_storage
 from distributor_core.validation_cache import ValidationCache, enabled_by_env
 
 __all__ = [
+    "CheckedBundle",
     "DestinationPool",
     "EventCallback",
     "RunEvent",
     "RunOptions",
+    "RunSelectionError",
     "SetupError",
     "TargetError",
-    "UsageError",
+    "check_bundles",
     "check_selection",
+    "find_bundles",
+    "invalid_message",
     "load_and_validate",
+    "load_valid_bundle",
+    "open_sources",
     "publish_bundles",
     "publish_source_bundle",
     "run",
     "run_config",
     "selected_destinations",
     "selected_pipelines",
-    "validate_bundle",
 ]
 
 
@@ -73,32 +93,46 @@ def selected_destinations(pipeline: Pipeline, options: RunOptions) -> list[Desti
 def check_selection(config: Config, options: RunOptions) -> None:
     """``--force`` / ``--republish`` need a run that targets exactly one destination (B3)."""
     if options.destination_id is not None and options.pipeline_id is None:
-        raise UsageError("--destination requires --pipeline")
+        raise RunSelectionError("--destination requires --pipeline")
     pipelines = selected_pipelines(config, options)
     targets = sum(len(selected_destinations(p, options)) for p in pipelines if not p.is_upload)
     require_one_target(targets, force=options.force, republish=options.republish)
 
 
-def publish_bundles(
-    pipeline: Pipeline,
-    source: Storage,
-    bundles: Sequence[SourceBundle],
-    *,
-    pool: DestinationPool,
-    options: RunOptions,
-    report: RunReport,
-) -> None:
-    """Publish validated bundles of one pipeline to its selected destinations in C2 order:
-    bundle by bundle (sorted by path), each to every destination in config order."""
-    destinations = selected_destinations(pipeline, options)
-    chosen = {d.id: {b.path for b in destination_bundles(d, bundles)} for d in destinations}
-    for bundle in sorted(bundles, key=lambda b: b.path):
-        for destination in destinations:
-            if bundle.path in chosen[destination.id]:
-                report.actions.append(publish_to(pipeline, destination, source, bundle, pool=pool, options=options))
+# ---------------------------------------------------------------- 1, 2: credentials, root
 
 
-def validate_bundle(
+@contextmanager
+def open_sources(
+    pipelines: Sequence[tuple[Pipeline, Iterable[Destination]]], env: Environment, *, dry_run: bool
+) -> Iterator[list[Storage]]:
+    """Stages 1 and 2 (resolutions G3): the credentials of every pipeline's source and selected
+    destinations resolve, then every source opens and its root exists; otherwise
+    :class:`~distributor_core.app.setup.SetupError` before any destination is planned. Yields
+    the open sources in the order of ``pipelines`` and closes them afterwards."""
+    resolve_credentials(pipelines, env)
+    with ExitStack() as stack:
+        sources: list[Storage] = []
+        for pipeline, _ in pipelines:
+            source = stack.enter_context(open_source_storage(pipeline.source, env, dry_run=dry_run))
+            check_source_root(pipeline, source)
+            sources.append(source)
+        yield sources
+
+
+# ---------------------------------------------------------------- 3: discover
+
+
+def find_bundles(source: Storage, bundle_path: str | None = None) -> list[str]:
+    """Stage 3: the bundle paths a run publishes: ``bundle_path`` when one is asked for, else
+    every bundle of the source (sorted; a discovery failure raises)."""
+    return [bundle_path] if bundle_path is not None else discover_bundles(source)
+
+
+# ---------------------------------------------------------------- 4: validate
+
+
+def load_valid_bundle(
     pipeline: Pipeline,
     source: Storage,
     path: str,
@@ -121,7 +155,6 @@ def validate_bundle(
         manifest,
         progress=on_bytes if options.events else None,
         keep=content,
-        manifest_checked=True,  # load_source_manifest validated it
         cache=cache,
     )
     return SourceBundle(path, manifest, content)
@@ -131,22 +164,54 @@ def invalid_message(path: str, error: BundleError) -> str:
     return f"invalid source bundle {path or '.'}: {error}"
 
 
+class CheckedBundle(msgspec.Struct, frozen=True):
+    """Stage 4's verdict on one bundle path: the valid bundle, or the error and its message."""
+
+    path: str
+    bundle: SourceBundle | None = None
+    error: BundleError | None = None
+
+    @property
+    def message(self) -> str:
+        return invalid_message(self.path, self.error) if self.error is not None else ""
+
+
+def check_bundles(
+    pipeline: Pipeline,
+    source: Storage,
+    paths: Iterable[str],
+    options: RunOptions,
+    *,
+    cache: ValidationCache | None = None,
+    content: ValidatedContent | None = None,
+) -> Iterator[CheckedBundle]:
+    """Stage 4: validate each bundle path in order, one verdict each as soon as it is known (an
+    invalid bundle is a verdict; any other failure raises). ``content`` keeps the bytes of small
+    files for the publication that follows in the same process; ``cache``: see
+    :func:`validation_cache`."""
+    for path in paths:
+        try:
+            yield CheckedBundle(path, load_valid_bundle(pipeline, source, path, options, cache=cache, content=content))
+        except BundleError as exc:
+            yield CheckedBundle(path, error=exc)
+
+
 def load_and_validate(
     pipeline: Pipeline, source: Storage, options: RunOptions, *, cache: ValidationCache | None = None
 ) -> tuple[list[SourceBundle], list[tuple[str, str]]]:
-    """Discover and validate a pipeline's bundles. Returns the valid bundles and (path, error)
-    for invalid ones. Discovery failures raise (a setup failure). ``cache``: the validation
-    cache of a local source (``distributor run`` only; see :func:`validation_cache`)."""
-    paths = [options.bundle_path] if options.bundle_path is not None else discover_bundles(source)
-    bundles: list[SourceBundle] = []
-    invalid: list[tuple[str, str]] = []
+    """Stages 3 and 4 for one pipeline: the valid bundles, and (path, error) for invalid ones.
+    Discovery failures raise (a setup failure). ``cache``: the validation cache of a local
+    source (``distributor run`` only; see :func:`validation_cache`)."""
+    paths = find_bundles(source, options.bundle_path)
     # small files are published from the bytes validation read (one budget per pipeline run)
     content = ValidatedContent() if not options.dry_run else None
-    for path in paths:
-        try:
-            bundles.append(validate_bundle(pipeline, source, path, options, cache=cache, content=content))
-        except BundleError as exc:
-            invalid.append((path, invalid_message(path, exc)))
+    bundles: list[SourceBundle] = []
+    invalid: list[tuple[str, str]] = []
+    for checked in check_bundles(pipeline, source, paths, options, cache=cache, content=content):
+        if checked.bundle is not None:
+            bundles.append(checked.bundle)
+        else:
+            invalid.append((checked.path, checked.message))
     return bundles, invalid
 
 
@@ -168,6 +233,32 @@ def validation_cache(
     return cache
 
 
+# ---------------------------------------------------------------- 5: publish
+
+
+def publish_bundles(
+    pipeline: Pipeline,
+    source: Storage,
+    bundles: Sequence[SourceBundle],
+    *,
+    pool: DestinationPool,
+    options: RunOptions,
+    report: RunReport,
+) -> None:
+    """Stage 5 in one process: publish validated bundles of one pipeline to its selected
+    destinations in C2 order, bundle by bundle (sorted by path), each to every destination in
+    config order."""
+    destinations = selected_destinations(pipeline, options)
+    chosen = {d.id: {b.path for b in destination_bundles(d, bundles)} for d in destinations}
+    for bundle in sorted(bundles, key=lambda b: b.path):
+        for destination in destinations:
+            if bundle.path in chosen[destination.id]:
+                report.actions.append(publish_to(pipeline, destination, source, bundle, pool=pool, options=options))
+
+
+# ---------------------------------------------------------------- the whole sequence
+
+
 def publish_pipeline(
     pipeline: Pipeline,
     source: Storage,
@@ -176,9 +267,9 @@ def publish_pipeline(
     options: RunOptions,
     cache: ValidationCache | None = None,
 ) -> RunReport:
-    """Validate and publish one pipeline's bundles from an open source; an invalid bundle fails
-    the pipeline before any write (its destinations get failed entries). ``cache`` is saved once
-    validation is over (not on a dry run, nor when discovery failed: the old cache then stays)."""
+    """Stages 3 to 6 for one pipeline from an open source; an invalid bundle fails the pipeline
+    before any write (its destinations get failed entries). ``cache`` is saved once validation
+    is over (not on a dry run, nor when discovery failed: the old cache then stays)."""
     bundles, invalid = load_and_validate(pipeline, source, options, cache=cache)
     if cache is not None and not options.dry_run:
         cache.save()
@@ -194,26 +285,20 @@ def publish_pipeline(
 
 
 def run_config(config: Config, options: RunOptions | None = None, *, env: Environment | None = None) -> RunReport:
-    """Run the selected pipelines of a loaded config; ``http_upload`` pipelines are served by
-    ``serve`` and skipped here. The source of each pipeline is opened once.
-
-    Setup comes first (resolutions G3): every credential of the selected pipelines resolves and
-    every selected source root exists, else :class:`~distributor_core.app.setup.SetupError` is
-    raised before any destination is planned or written.
+    """Run the selected pipelines of a loaded config, every stage in order; ``http_upload``
+    pipelines are served by ``serve`` and skipped here. The source of each pipeline is opened
+    once. Setup (stages 1 and 2, :func:`open_sources`) comes first for every selected pipeline:
+    a :class:`~distributor_core.app.setup.SetupError` is raised before any destination is
+    planned or written.
     """
     options = options or RunOptions()
     check_selection(config, options)
     env = env or Environment.from_config(config)
     pipelines = [p for p in selected_pipelines(config, options) if not p.is_upload]
-    resolve_credentials(((p, selected_destinations(p, options)) for p in pipelines), env)
     report = RunReport(dry_run=options.dry_run, force=options.force, republish=options.republish)
-    with ExitStack() as stack:
-        sources: list[Storage] = []
-        for pipeline in pipelines:
-            source = stack.enter_context(open_source_storage(pipeline.source, env, dry_run=options.dry_run))
-            check_source_root(pipeline, source)
-            sources.append(source)
-        pool = stack.enter_context(DestinationPool(env, dry_run=options.dry_run))
+    selected = [(p, selected_destinations(p, options)) for p in pipelines]
+    with open_sources(selected, env, dry_run=options.dry_run) as sources, \
+            DestinationPool(env, dry_run=options.dry_run) as pool:
         caches: dict[str, ValidationCache] = {}
         for pipeline, source in zip(pipelines, sources, strict=True):
             cache = validation_cache(pipeline, source, caches)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from distributor_core.execute.executor import Progress
 
 
-class UsageError(ValueError):
+class RunSelectionError(ValueError):
     """The selection of a run is not allowed (for example ``--force`` on several destinations)."""
 
 

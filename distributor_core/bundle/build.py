@@ -120,3 +120,10 @@ def build_manifest(
         files=records,
     )
     return validate_manifest(manifest)
+
+
+__all__ = [
+    "build_manifest",
+    "hash_bundle_file",
+    "scan_files",
+]

@@ -8,13 +8,16 @@ Go-compatible indented layout with keys in the documented order and a trailing n
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import SCHEMA_VERSION, Manifest, ManifestFile
-from distributor_core.bundle.validate import validate_manifest
+from distributor_core.bundle.validate import ValidManifest, validate_manifest
 from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
 from distributor_core.timefmt import TimestampError, format_precise, parse_rfc3339
+
+_PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
 
 
 def _required(obj: dict[str, Any], key: str, field: str) -> Any:
@@ -92,7 +95,7 @@ def manifest_to_obj(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-def parse_manifest(data: bytes | str) -> Manifest:
+def parse_manifest(data: bytes | str) -> ValidManifest:
     """Strictly decode ``manifest.json`` bytes and validate the result (manifest-only rules)."""
     try:
         obj = loads_object(data)
@@ -101,7 +104,75 @@ def parse_manifest(data: bytes | str) -> Manifest:
     return validate_manifest(manifest_from_obj(obj))
 
 
+def valid_manifest_from_obj(obj: Any) -> ValidManifest | None:
+    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
+    per-field checks, when every field has its plain expected type and the result is valid;
+    ``None`` otherwise (the exact path then reports)."""
+    try:
+        if type(obj) is not dict:
+            return None
+        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
+        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
+            return None
+        if type(created) is not str or type(obj["files"]) is not list:
+            return None
+        items = obj["files"]
+        if set(map(type, items)) - {dict}:
+            return None
+        paths, shas, sizes = (list(map(itemgetter(key), items)) for key in ("path", "sha256", "size"))
+        if set(map(type, paths)) - {str} or set(map(type, shas)) - {str} or set(map(type, sizes)) - {int}:
+            return None
+        return ValidManifest(
+            schema_version=version,
+            id=manifest_id,
+            digest=digest,
+            created=parse_rfc3339(created),
+            files=tuple(map(ManifestFile, paths, shas, sizes)),
+        )
+    except (KeyError, TypeError, TimestampError, ManifestError):
+        return None
+
+
+def expected_manifest_for(obj: Any, expected: ValidManifest | None) -> ValidManifest | None:
+    """``expected`` (a validated manifest the document is expected to record, such as the source
+    manifest being planned) when ``obj``, a decoded manifest object, describes it exactly:
+    parsing ``obj`` would build an equal manifest, so that one can be used instead."""
+    if isinstance(expected, ValidManifest) and _describes(obj, expected):
+        return expected
+    return None
+
+
+def _describes(obj: Any, manifest: Manifest) -> bool:
+    try:
+        if type(obj) is not dict:
+            return False
+        if type(obj["schema_version"]) is not int or obj["schema_version"] != manifest.schema_version:
+            return False
+        if obj["id"] != manifest.id or obj["digest"] != manifest.digest or type(obj["created"]) is not str:
+            return False
+        items, files = obj["files"], manifest.files
+        if type(items) is not list or len(items) != len(files) or set(map(type, items)) - {dict}:
+            return False
+        if parse_rfc3339(obj["created"]) != manifest.created:
+            return False
+        for key, getter, kind in (("path", _PATH, str), ("sha256", _SHA256, str), ("size", _SIZE, int)):
+            column = list(map(itemgetter(key), items))
+            if set(map(type, column)) - {kind} or column != list(map(getter, files)):
+                return False
+        return True
+    except (KeyError, TypeError, TimestampError):
+        return False
+
+
 def marshal_manifest(manifest: Manifest) -> bytes:
     """Validate, then encode as Go-compatible two-space indented JSON plus a trailing newline."""
     validate_manifest(manifest)
     return dumps_indented_bytes(manifest_to_obj(manifest))
+
+
+__all__ = [
+    "manifest_from_obj",
+    "manifest_to_obj",
+    "marshal_manifest",
+    "parse_manifest",
+]

@@ -81,3 +81,16 @@ def canonical_file_payload(files: Iterable[FileRecord]) -> bytes:
 def bundle_digest(files: Iterable[FileRecord]) -> str:
     """Canonical, order-sensitive digest of the ordered file records."""
     return file_digest(canonical_file_payload(files))
+
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "ProgressCallback",
+    "bundle_digest",
+    "canonical_file_payload",
+    "digest_chunks",
+    "digest_problem",
+    "file_digest",
+    "is_digest",
+    "validate_digest",
+]

@@ -119,7 +119,7 @@ def validate_bundle(
 
     ``progress`` (optional) is called with the number of bytes hashed after each chunk.
     """
-    validate_manifest(manifest)
+    manifest = validate_manifest(manifest)
     root_path = Path(root)
     for record in manifest.files:
         fd, size = open_regular(root_path, record.path)
@@ -131,3 +131,10 @@ def validate_bundle(
         finally:
             os.close(fd)
     return manifest
+
+
+__all__ = [
+    "MAX_MANIFEST_SIZE",
+    "load_manifest",
+    "validate_bundle",
+]

@@ -33,3 +33,11 @@ class BundleValidationError(BundleError):
         self.path = path
         self.expected = expected
         self.actual = actual
+
+
+__all__ = [
+    "BundleError",
+    "BundlePathError",
+    "BundleValidationError",
+    "ManifestError",
+]

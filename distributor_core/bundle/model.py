@@ -59,8 +59,41 @@ class Manifest(msgspec.Struct, frozen=True):
         return sum(f.size for f in self.files if isinstance(f.size, int))
 
 
+def _identity(manifest: Manifest) -> tuple:
+    return (manifest.schema_version, manifest.id, manifest.digest, manifest.created, manifest.files)
+
+
+def _manifest_eq(self: Manifest, other: object) -> bool:
+    if not isinstance(other, Manifest):
+        return NotImplemented
+    return self is other or _identity(self) == _identity(other)
+
+
+def _manifest_ne(self: Manifest, other: object) -> bool:
+    if not isinstance(other, Manifest):
+        return NotImplemented
+    return not _manifest_eq(self, other)
+
+
+# a validated manifest (``bundle.validate.ValidManifest``, a subclass) equals the plain one with
+# the same fields: equality and hash are over the fields, whichever of the two classes
+Manifest.__eq__ = _manifest_eq  # type: ignore[method-assign,assignment]
+Manifest.__ne__ = _manifest_ne  # type: ignore[method-assign,assignment]
+Manifest.__hash__ = lambda self: hash(_identity(self))  # type: ignore[method-assign,assignment]
+
+
 class BundleFile(msgspec.Struct, frozen=True):
     """A producer file to copy into a bundle: ``source_path`` on disk, ``path`` in the bundle."""
 
     source_path: str | Path
     path: str
+
+
+__all__ = [
+    "MANIFEST_NAME",
+    "SCHEMA_VERSION",
+    "STATE_FILE_NAME",
+    "BundleFile",
+    "Manifest",
+    "ManifestFile",
+]

@@ -37,3 +37,9 @@ def validate_source_path(path: str) -> str:
     if problem:
         raise BundlePathError(problem)
     return path
+
+
+__all__ = [
+    "source_path_problem",
+    "validate_source_path",
+]

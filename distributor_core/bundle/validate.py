@@ -1,4 +1,9 @@
-"""Manifest-only validation, equality and identity (core-semantics §1.7, §1.9).
+"""Manifest-only validation, the validated manifest type, equality and identity (core-semantics
+§1.7, §1.9).
+
+A :class:`ValidManifest` is a :class:`Manifest` that passed every rule below: the rules run when
+one is constructed (``validate_manifest``, parsing, or ``msgspec.structs.replace`` of one), so
+code that holds a ``ValidManifest`` never checks it again and never asks whether someone did.
 
 Rules are checked in the documented order of concern: schema version; required fields (``id``,
 ``digest``, ``created``, non-empty ``files``); every file path; duplicate paths; digest syntax of
@@ -8,20 +13,65 @@ recomputed bundle digest. The first broken rule is raised as a ``ManifestError``
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 
+import msgspec
+
+from distributor_core.bundle import columns
 from distributor_core.bundle.digest import bundle_digest, digest_problem
 from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import SCHEMA_VERSION, Manifest, ManifestFile
 from distributor_core.bundle.paths import source_path_problem
 from distributor_core.jsonfmt import go_json_string, is_json_int
-from distributor_core.timefmt import is_zero
+from distributor_core.timefmt import is_zero, to_utc
 
 ManifestIdentity = tuple[int, str, str, datetime, tuple[tuple[str, str, int], ...]]
 
 
-def validate_manifest(manifest: Manifest) -> Manifest:
-    """Check every manifest-only rule; return the manifest unchanged when it is valid."""
+class ValidManifest(Manifest, frozen=True):
+    """A manifest known to pass every manifest-only rule (checked on construction). Equal to a
+    plain :class:`Manifest` with the same fields."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_manifest(self)
+
+    def with_identity(self, schema_version: int, manifest_id: str, digest: str, created: datetime) -> ValidManifest:
+        """This manifest's files under the given identity fields (a newer build of the same
+        content), as a valid manifest: the files are known valid, so when the identity fields
+        pass their rules and ``digest`` is this manifest's (the digest of these files) nothing
+        else is checked; otherwise the whole manifest is checked and the first broken rule raised."""
+        if (
+            is_json_int(schema_version)
+            and schema_version == SCHEMA_VERSION
+            and isinstance(manifest_id, str)
+            and manifest_id != ""
+            and digest == self.digest
+            and isinstance(created, datetime)
+            and created.utcoffset() is not None
+            and not is_zero(created)
+        ):
+            same = copy.copy(self)  # a copy does not run __post_init__: the one trusted path
+            msgspec.structs.force_setattr(same, "id", manifest_id)
+            msgspec.structs.force_setattr(same, "created", to_utc(created))
+            return same
+        return ValidManifest(schema_version, manifest_id, digest, created, self.files)
+
+
+def validate_manifest(manifest: Manifest) -> ValidManifest:
+    """Check every manifest-only rule: the manifest as a :class:`ValidManifest` (itself when it
+    already is one), or the first broken rule as a ``ManifestError``."""
+    if isinstance(manifest, ValidManifest):
+        return manifest
+    if not isinstance(manifest, Manifest):
+        raise ManifestError("manifest must be a manifest value")
+    return ValidManifest(manifest.schema_version, manifest.id, manifest.digest, manifest.created, manifest.files)
+
+
+def _check_manifest(manifest: Manifest) -> None:
+    if columns.manifest_valid(manifest):  # the common case, a whole column at a time
+        return
     if not is_json_int(manifest.schema_version) or manifest.schema_version != SCHEMA_VERSION:
         raise ManifestError(f"manifest schema_version must be {SCHEMA_VERSION}")
     if not isinstance(manifest.id, str) or manifest.id == "":
@@ -62,7 +112,6 @@ def validate_manifest(manifest: Manifest) -> Manifest:
             raise ManifestError(f"manifest files[{index}].size must be non-negative")
     if bundle_digest(files) != manifest.digest:
         raise ManifestError("manifest digest does not match files")
-    return manifest
 
 
 def manifests_equal(a: Manifest, b: Manifest) -> bool:
@@ -94,3 +143,12 @@ def manifest_identity(manifest: Manifest) -> ManifestIdentity:
         manifest.created,
         tuple((f.path, f.sha256, f.size) for f in manifest.files),
     )
+
+
+__all__ = [
+    "ManifestIdentity",
+    "ValidManifest",
+    "manifest_identity",
+    "manifests_equal",
+    "validate_manifest",
+]

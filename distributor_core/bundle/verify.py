@@ -58,3 +58,8 @@ def check_content(
     check_size(record, size)
     if digest != record.sha256:
         raise sha256_mismatch(record.path, digest, record.sha256)
+
+
+__all__ = [
+    "check_content",
+]

@@ -217,3 +217,9 @@ def _promote(staging: Path, root: Path, *, overwrite: bool) -> None:
             pass
         raise
     shutil.rmtree(backup, ignore_errors=True)
+
+
+__all__ = [
+    "write_bundle",
+    "write_manifest",
+]

@@ -32,28 +32,6 @@ def error_text(exc: BaseException) -> str:
     return first_line or type(exc).__name__
 
 
-#: commands that never decode a config, a manifest or a state (so never import msgspec)
-_WITHOUT_MSGSPEC = frozenset({"version", "help", *HELP_ARGS})
-
-
-def import_msgspec_alone() -> None:
-    """Import msgspec without ``typing_extensions`` when nothing has imported either yet.
-
-    msgspec imports ``typing_extensions`` only for two names Python 3.11's ``typing`` has as well
-    (``get_type_hints`` and ``Required``/``NotRequired``), and falls back to ``typing`` when the
-    import fails; importing it costs a command ~20 ms of CPU, most of it ``inspect``, which
-    nothing else on a command's path needs. The block is lifted as soon as msgspec is imported,
-    so a later import of ``typing_extensions`` (the upload server's pydantic) works as usual.
-    Our Structs use only ``typing`` annotations, which both ways read alike."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # makes its import fail
-    try:
-        import msgspec  # noqa: F401
-    finally:
-        del sys.modules["typing_extensions"]
-
-
 def _resolve(argv: list[str]) -> tuple[Command, str, list[str]]:
     """The leaf command named by ``argv``, its full name, and its own arguments."""
     name = argv[0]
@@ -100,8 +78,6 @@ def main(
     arguments = list(sys.argv[1:] if argv is None else argv)
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
-    if arguments and arguments[0] not in _WITHOUT_MSGSPEC:
-        import_msgspec_alone()
     try:
         return _run(arguments, out, err)
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ from distributor_core.config.defaults import apply_defaults
 from distributor_core.config.errors import ConfigError, ConfigFileError
 from distributor_core.config.loader import load_yaml_mapping
 from distributor_core.config.models import Config
-from distributor_core.config.validate import validate_tree
+from distributor_core.config.validate import staging_location_messages, validate_tree
 
 
 def parse_config(
@@ -51,8 +51,9 @@ def _parse(
     tree, messages = decode_document(raw)
     if messages:
         raise ConfigError(messages, source=source_name)
+    refused = staging_location_messages(tree)
     filled = apply_defaults(tree, Path(os.path.abspath(base_dir)))
-    messages = validate_tree(filled)
+    messages = [*refused, *validate_tree(filled)]
     if messages:
         raise ConfigError(messages, source=source_name)
     # every check has been made above: msgspec.convert builds the Structs (construct.py)

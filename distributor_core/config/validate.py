@@ -51,6 +51,33 @@ def one_of(choices: Sequence[str]) -> str:
     return ", ".join(choices[:-1]) + f", or {choices[-1]}"
 
 
+#: ``scheme://`` at the start of a value: a URL, never a directory path
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def staging_location_messages(tree: Tree) -> list[str]:
+    """Staging locations given as URLs, checked on the decoded tree (before relative paths are
+    resolved, which would turn ``s3://bucket/x`` into a local directory named ``s3:/bucket/x``).
+    Staging is a local directory: no URL scheme is supported there."""
+    found: list[tuple[str, str]] = []
+    http = tree.get("server", {}).get("http", {})
+    if isinstance(http, dict):
+        found.append(("server.http.staging_root", http.get("staging_root", "")))
+    for index, pipeline in enumerate(tree.get("pipelines", [])):
+        source = pipeline.get("source", {}) if isinstance(pipeline, dict) else {}
+        if isinstance(source, dict) and source.get("backend") == "http_upload":
+            found.append((f"{pipeline_context(index)}.source.staging_path", source.get("staging_path", "")))
+    messages: list[str] = []
+    for field, value in found:
+        match = _URL_SCHEME.match(value) if isinstance(value, str) else None
+        if match:
+            messages.append(
+                f"{field} must be a local directory path: {match[1]}:// URLs are not supported for staging "
+                "(staging in an object store is not available yet)"
+            )
+    return messages
+
+
 def pipeline_context(pipeline_index: int) -> str:
     return f"pipelines[{pipeline_index}]"
 

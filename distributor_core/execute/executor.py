@@ -26,10 +26,10 @@ import msgspec
 from distributor_core import paths as lp
 from distributor_core.execute import journal as jr
 from distributor_core.execute.lock import DestinationLock
-from distributor_core.execute.statebuild import build_state, validated_manifests
+from distributor_core.execute.statebuild import build_state
 from distributor_core.parallel import run_ordered
 from distributor_core.plan.model import Action, Plan, PlannedOutput
-from distributor_core.state import fastcheck, marshal_state
+from distributor_core.state import marshal_state
 from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -73,7 +73,7 @@ def _joined(prefix: str, paths: list[str]) -> list[str]:
     """``lp.join(prefix, p)`` for every path: when all of them are valid bundle paths (always,
     for a plan build_plan made) the prefix is checked once and the rest is string joining."""
     lp.validate_prefix(prefix)
-    if fastcheck.bundle_paths_valid(paths):
+    if lp.bundle_paths_valid(paths):
         return list(paths) if prefix == "" else [f"{prefix}/{p}" for p in paths]
     return [lp.join(prefix, p) for p in paths]
 
@@ -184,7 +184,7 @@ def execute_plan(
         )
     bundle = plan.bundle_path
     state = build_state(plan, now=now, version=version)
-    state_bytes = marshal_state(state, valid_manifests=validated_manifests(plan))
+    state_bytes = marshal_state(state)
     state_path = lp.state_path(bundle)
 
     candidates = _possibly_existing(plan)

@@ -17,6 +17,7 @@ Storage errors propagate (they fail the destination); planning errors are ``Plan
 from __future__ import annotations
 
 from distributor_core import paths as lp
+from distributor_core.bundle import Manifest, ManifestError, validate_manifest
 from distributor_core.execute.request import PlanRequest
 from distributor_core.gcpause import gc_paused
 from distributor_core.plan import (
@@ -35,7 +36,6 @@ from distributor_core.plan import (
     prepare,
     render_markdown,
 )
-from distributor_core.state import fastcheck
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 
@@ -43,14 +43,12 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 LARGE_MANIFEST = 10_000
 
 
-def read_state(
-    storage: Storage, bundle_path: str, source_manifest=None, *, manifest_validated: bool = False
-) -> StateFacts:
+def read_state(storage: Storage, bundle_path: str, source_manifest: Manifest | None = None) -> StateFacts:
     """Stat and read ``<bundle>/.distributor.json`` and parse it (core-semantics §3.1).
 
     ``source_manifest``, the manifest about to be planned, is reused when the state records it
-    exactly; ``manifest_validated`` says the caller validated it, otherwise it is checked here
-    first (an invalid one is never taken as the recorded manifest)."""
+    exactly; a plain ``Manifest`` is validated here first (an invalid one is never taken as the
+    recorded manifest)."""
     path = lp.state_path(bundle_path)
     try:
         revision = storage.stat(path).revision or ""
@@ -59,9 +57,13 @@ def read_state(
         if exc.kind != ErrorKind.NOT_FOUND:
             raise
         return StateFacts.absent()
-    if source_manifest is not None and not manifest_validated and not fastcheck.manifest_valid(source_manifest):
-        source_manifest = None  # not known valid: the state's manifest is parsed and checked itself
-    return StateFacts.from_bytes(data, revision, source_manifest=source_manifest)
+    expected = None
+    if source_manifest is not None:
+        try:
+            expected = validate_manifest(source_manifest)
+        except ManifestError:
+            expected = None  # not valid: the state's manifest is parsed and checked itself
+    return StateFacts.from_bytes(data, revision, source_manifest=expected)
 
 
 def _relative(paths: list[str], bundle_path: str) -> tuple[str, ...]:
@@ -114,19 +116,13 @@ def publication_of(request: PlanRequest) -> Publication:
         force=request.force,
         republish=request.republish,
         source_content=request.source_content,
-        manifest_validated=request.manifest_validated,
     )
 
 
 def plan_destination(publication: Publication, destination: Storage) -> Plan:
     """Gather ``destination``'s facts for ``publication`` until :func:`decide` returns a plan."""
     facts = DestinationFacts(
-        read_state(
-            destination,
-            publication.bundle_path,
-            publication.manifest,
-            manifest_validated=publication.manifest_validated,
-        )
+        read_state(destination, publication.bundle_path, publication.manifest)
     )
     while True:
         result = decide(publication, facts)

@@ -18,7 +18,6 @@ import msgspec
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
-from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.storage.base import Storage, iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import format_seconds
@@ -57,8 +56,7 @@ class Journal(msgspec.Struct, frozen=True):
         return lp.journal_path(self.bundle_path)
 
     def to_bytes(self) -> bytes:
-        # the C-encoder path of jsonfmt.dumps_indented, byte for byte (one record per write)
-        return dumps_indented_bytes(
+        return jsonfmt.dumps_indented_bytes(
             {
                 "schema_version": JOURNAL_SCHEMA_VERSION,
                 "bundle_path": self.bundle_path,

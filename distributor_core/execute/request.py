@@ -26,7 +26,8 @@ class PlanRequest(msgspec.Struct, frozen=True):
     destination_id: str
     source: Storage
     source_bundle_path: str
-    #: the source manifest (source validation runs before planning)
+    #: the source manifest (source validation runs before planning, so usually a
+    #: ``ValidManifest``; a plain ``Manifest`` is validated where planning and execution use it)
     manifest: Manifest
     destination: Storage
     policy: DestinationPolicy
@@ -37,9 +38,6 @@ class PlanRequest(msgspec.Struct, frozen=True):
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), which
     #: execution writes instead of reading the source again; None reads everything again
     source_content: Any = None
-    #: the caller has validated ``manifest`` (``source.load_source_manifest`` did): planning and
-    #: execution then take it as valid instead of checking it again; False checks it once more
-    manifest_validated: bool = False
 
 
 

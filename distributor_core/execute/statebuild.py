@@ -10,7 +10,6 @@ from datetime import datetime
 
 import msgspec
 
-from distributor_core.bundle import Manifest
 from distributor_core.compare import DestinationStatus
 from distributor_core.plan import current_owner_records
 from distributor_core.plan.model import Action, Plan
@@ -95,16 +94,3 @@ def build_state(plan: Plan, *, now: datetime, version: str) -> SingleOwnerState 
     if plan.state_mode == StateMode.SHARED_ROOT:
         return build_shared_root_state(plan, now=now, version=version)
     return build_single_owner_state(plan, now=now, version=version)
-
-
-def validated_manifests(plan: Plan) -> tuple[Manifest, ...]:
-    """The manifests a state built from ``plan`` records that are already known valid: the
-    source manifest when the request said it was validated (``PlanRequest.manifest_validated``)
-    and the manifests of the state the plan read (its parse validated them). ``marshal_state``
-    need not validate them again; any other manifest it checks itself."""
-    known = [plan.manifest] if plan.manifest_validated else []
-    if plan.existing_state is not None:
-        known.append(plan.existing_state.manifest)
-    if plan.existing_shared_root is not None:
-        known.extend(owner.manifest for owner in plan.existing_shared_root.owners)
-    return tuple(known)

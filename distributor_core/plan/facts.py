@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from distributor_core.bundle import Manifest
+from distributor_core.bundle import ValidManifest
 from distributor_core.compare import DestinationStatus
 from distributor_core.state import SharedRootState, StateDocument, StateError, parse_state_document
 
@@ -42,16 +42,17 @@ class StateFacts(msgspec.Struct, frozen=True):
         return cls(present=False)
 
     @classmethod
-    def from_bytes(cls, data: bytes, revision: str = "", *, source_manifest: Manifest | None = None) -> StateFacts:
+    def from_bytes(
+        cls, data: bytes, revision: str = "", *, source_manifest: ValidManifest | None = None
+    ) -> StateFacts:
         """Parse (and fully validate) the state file's bytes.
 
-        ``source_manifest`` is the manifest about to be planned, already validated by the
-        caller (``execute.facts.read_state`` makes sure): when the state records exactly that
-        manifest, the document reuses it instead of building and validating an equal one (the
-        usual unchanged re-run).
+        ``source_manifest`` is the manifest about to be planned: when the state records exactly
+        that manifest, the document reuses it instead of building and validating an equal one
+        (the usual unchanged re-run).
         """
         try:
-            document = parse_state_document(data, valid_manifests=(source_manifest,) if source_manifest else ())
+            document = parse_state_document(data, source_manifest=source_manifest)
         except StateError as exc:
             return cls(present=True, revision=revision, error=str(exc))
         return cls(present=True, revision=revision, document=document)
@@ -133,3 +134,14 @@ _ANSWER_TYPES: dict[type, type | tuple[type, ...]] = {
     ListFiles: Listing,
     FirstExisting: (str, type(None)),
 }
+
+
+__all__ = [
+    "DestinationFacts",
+    "FactRequest",
+    "FirstExisting",
+    "HasAny",
+    "ListFiles",
+    "Listing",
+    "StateFacts",
+]

@@ -190,9 +190,6 @@ class Plan(msgspec.Struct, frozen=True):
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
     #: through untouched for execution, which writes them instead of reading the source again
     source_content: Any = None
-    #: the publication's caller validated ``manifest`` (``PlanRequest.manifest_validated``):
-    #: writing the state need not validate it again (``execute.statebuild.validated_manifests``)
-    manifest_validated: bool = False
 
 
 
@@ -211,3 +208,15 @@ class Plan(msgspec.Struct, frozen=True):
     def owner_outputs_to_write(self) -> tuple[PlannedOutput, ...]:
         return self.outputs if self.state_mode == StateMode.SHARED_ROOT and self.action.executable else ()
 
+
+__all__ = [
+    "ACTION_ORDER",
+    "Action",
+    "DestinationPolicy",
+    "LinkPolicy",
+    "Plan",
+    "PlanError",
+    "PlannedOutput",
+    "TakenOverOutput",
+    "TransferPolicy",
+]

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 import msgspec
 
 from distributor_core import paths as lp
-from distributor_core.bundle import ManifestFile
+from distributor_core.bundle import Manifest, ManifestFile, ValidManifest
 from distributor_core.plan.model import (
     DestinationPolicy,
     LinkPolicy,
@@ -167,15 +167,15 @@ def render_markdown(
 
 def build_outputs(
     *,
-    manifest_files: Sequence[ManifestFile],
+    manifest: Manifest,
     policy: DestinationPolicy,
     generated: Iterable[PlannedOutput] = (),
-    manifest_validated: bool = False,
 ) -> list[PlannedOutput]:
     """Plan order: every source copy in manifest order, then the generated outputs (in manifest
-    order of their Markdown sources, as :func:`render_markdown` made them).
-    ``manifest_validated``: the caller validated the manifest, so its paths are unique and only
-    generated outputs can collide."""
+    order of their Markdown sources, as :func:`render_markdown` made them). A
+    :class:`~distributor_core.bundle.ValidManifest`'s paths are unique, so only generated outputs
+    can collide with them."""
+    manifest_files = manifest.files
     outputs: list[PlannedOutput] = []
     paths: list[str] = []
     if policy.publish_source:
@@ -194,7 +194,7 @@ def build_outputs(
         )
     extra = list(generated)
     outputs.extend(extra)
-    may_collide = bool(extra) or not manifest_validated  # a validated manifest's paths are unique
+    may_collide = bool(extra) or not isinstance(manifest, ValidManifest)
     if may_collide and len(set(paths).union([output.path for output in extra])) != len(outputs):
         seen: set[str] = set()
         for output in outputs:
@@ -269,3 +269,10 @@ def apply_links(
     else:
         chosen = first_generated or first_source
     return with_urls, chosen
+
+
+__all__ = [
+    "bundle_path_for",
+    "markdown_sources",
+    "render_markdown",
+]

@@ -9,8 +9,13 @@ scrubbing (:mod:`.redact`), crash-safe file helpers (:mod:`.fsio`), the byte quo
 uploads' staged bundles (:mod:`.failed`) and what only the one ``serve`` process does to a staging
 path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
 
+Shared staging for several ``serve`` replicas (issue 29): :mod:`.objectstore` (records, keys,
+bundles and pending markers in an object store, every change a conditional write), admission
+numbers without a shared counter (:mod:`.ordering`) and the uploads sensor's cursor over it
+(:mod:`.pending`). Not yet used by ``serve``: a ``staging_root`` URL is still refused.
+
 Must not know: HTTP, FastAPI, uvicorn or Dagster. It depends only on the config models, the JSON
-and time helpers of the core.
+and time helpers of the core, and (:mod:`.objectstore`) the storage protocol.
 """
 
 from __future__ import annotations

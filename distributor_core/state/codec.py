@@ -16,21 +16,20 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from itertools import repeat
-from operator import attrgetter
 from typing import Any
 
 from distributor_core.bundle import (
-    Manifest,
     ManifestError,
+    ValidManifest,
     manifest_from_obj,
     manifest_to_obj,
     validate_manifest,
 )
+from distributor_core.bundle.codec import expected_manifest_for, valid_manifest_from_obj
 from distributor_core.gcpause import gc_paused
-from distributor_core.jsonfmt import JSONFormatError, is_json_int, loads_object
-from distributor_core.state import fastcheck, typed
+from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
+from distributor_core.state import typed
 from distributor_core.state.errors import StateError, go_quote
-from distributor_core.state.fastjson import dumps_indented_bytes
 from distributor_core.state.model import (
     LEGACY_SCHEMA_VERSION,
     RECONCILIATION_REPLACE,
@@ -49,7 +48,6 @@ from distributor_core.state.model import (
 from distributor_core.state.validate import (
     _validate_shared_root,
     _validate_single_owner,
-    output_columns_valid,
     validate_shared_root,
     validate_single_owner,
 )
@@ -191,20 +189,18 @@ def _mode(raw: dict[str, Any] | None, context: str) -> str:
     return raw["mode"]
 
 
-#: manifests the caller of a parse has already validated and expects the document to record
-#: (planning passes the request's source manifest); one that a record describes exactly is
-#: used as that record, without building and validating an equal value again
-Known = tuple[Manifest, ...]
+#: the validated manifest the caller expects the document to record (planning passes the source
+#: manifest); when a record describes it exactly it is used as that record, without building
+#: and validating an equal value again
+Expected = ValidManifest | None
 
 
-def _manifest(raw_source: dict[str, Any] | None, context: str, known: Known) -> Manifest:
-    """The recorded manifest, valid: an expected manifest the object describes exactly, else one
-    built by the fast or the exact path (whose error names ``context``)."""
+def _manifest(raw_source: dict[str, Any] | None, context: str, known: Expected) -> ValidManifest:
+    """The recorded manifest, valid: the expected manifest when the object describes it exactly,
+    else the one the object describes (an invalid one's error names ``context``)."""
     if raw_source is None or raw_source["manifest"] is None:
         raise StateError(f"{context} is required")
-    fast = fastcheck.expected_manifest_for(raw_source["manifest"], known) or fastcheck.manifest_from_obj_fast(
-        raw_source["manifest"]
-    )
+    fast = expected_manifest_for(raw_source["manifest"], known) or valid_manifest_from_obj(raw_source["manifest"])
     if fast is not None:
         return fast
     try:
@@ -237,9 +233,9 @@ def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
 
 def _single_owner_from_raw(
     raw: dict[str, Any],
-    known: Known,
+    known: Expected,
     fast_outputs: list[OutputRecord] | None = None,
-    fast_manifest: Manifest | None = None,
+    fast_manifest: ValidManifest | None = None,
 ) -> tuple[SingleOwnerState, str]:
     version = raw["schema_version"]
     if version is None:
@@ -295,7 +291,7 @@ def _single_owner_from_raw(
     return state, state_mode
 
 
-def _owner_from_raw(index: int, raw: dict[str, Any], known: Known) -> OwnerRecord:
+def _owner_from_raw(index: int, raw: dict[str, Any], known: Expected) -> OwnerRecord:
     prefix = f"state owners[{index}]"
     pipeline_id = _required_str(raw["pipeline_id"], f"{prefix}.pipeline_id")
     destination_id = _required_str(raw["destination_id"], f"{prefix}.destination_id")
@@ -323,7 +319,7 @@ def _shared_output_from_raw(index: int, raw: dict[str, Any]) -> SharedOutputReco
     return SharedOutputRecord(**values)
 
 
-def _shared_root_from_raw(raw: dict[str, Any], known: Known) -> tuple[SharedRootState, str]:
+def _shared_root_from_raw(raw: dict[str, Any], known: Expected) -> tuple[SharedRootState, str]:
     version = raw["schema_version"]
     if version is None:
         raise StateError("state schema_version is required")
@@ -348,19 +344,19 @@ def _shared_root_from_raw(raw: dict[str, Any], known: Known) -> tuple[SharedRoot
     return state, state_mode
 
 
-def _single_owner_from_obj(obj: dict[str, Any], known: Known, *, plain_strings: bool = False) -> SingleOwnerState:
+def _single_owner_from_obj(obj: dict[str, Any], known: Expected, *, plain_strings: bool = False) -> SingleOwnerState:
     fast = _single_owner_fast(obj, known) if plain_strings else None
     if fast is not None:
         state, state_mode = fast
     else:
         state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""), known)
-    return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True)
+    return _validate_single_owner(state, state_mode=state_mode)
 
 
 _TOP_SHAPE = {key: shape for key, shape in _SINGLE_OWNER_SHAPE.items() if key != "outputs"}
 
 
-def _single_owner_fast(obj: dict[str, Any], known: Known) -> tuple[SingleOwnerState, str] | None:
+def _single_owner_fast(obj: dict[str, Any], known: Expected) -> tuple[SingleOwnerState, str] | None:
     """Schema 2 state whose outputs are all plain, complete records, read without the generic
     shape walk: the top level still goes through :func:`_conform` (its errors are the exact
     ones), the outputs are type-checked in one pass and built directly. ``None`` when any output
@@ -396,32 +392,13 @@ def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None
     return None if rows is None else _records(*rows)
 
 
-def _checked_outputs_from_columns(
-    columns: list[list[Any]], valid_paths: list[str] | None, valid_shas: list[str] | None = None
-) -> tuple[list[OutputRecord], bool] | None:
-    """Output records from the typed decoder's columns (``typed.output_columns``: every
-    required string present and non-empty, int64 sizes, optional strings as strings), and
-    whether they pass every output rule of validation (``validate.output_columns_valid``;
-    ``valid_paths`` and ``valid_shas`` as there), checked on the columns before any record is
-    built. ``None`` when a time does not parse or a path repeats (the exact decoder words it)."""
-    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
+def _outputs_from_typed_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
+    """Output records from the typed decoder's columns (``typed.output_columns``: every required
+    string present and non-empty, int64 sizes, optional strings as strings); ``None`` when a
+    time does not parse or a path repeats (the exact decoder words it)."""
+    paths, _, _, _, _, created, updated, _, _ = columns
     times = _unique_paths_and_times(paths, created, updated)
-    if times is None:
-        return None
-    checked = output_columns_valid(
-        paths=paths,
-        kinds=kinds,
-        sources=sources,
-        shas=shas,
-        sizes=sizes,
-        times=list(times.values()),
-        transforms=transforms,
-        urls=urls,
-        valid_paths=valid_paths,
-        valid_shas=valid_shas,
-        unique=True,
-    )
-    return _records(columns, times), checked
+    return None if times is None else _records(columns, times)
 
 
 def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, datetime]] | None:
@@ -465,9 +442,9 @@ def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[Outpu
     return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
 
 
-def _shared_root_from_obj(obj: dict[str, Any], known: Known) -> SharedRootState:
+def _shared_root_from_obj(obj: dict[str, Any], known: Expected) -> SharedRootState:
     state, state_mode = _shared_root_from_raw(_conform(obj, _SHARED_ROOT_SHAPE, ""), known)
-    return _validate_shared_root(state, state_mode=state_mode, manifests_checked=True)
+    return _validate_shared_root(state, state_mode=state_mode)
 
 
 #: a JSON escape that can decode to a surrogate (the generic shape walk replaces unpaired ones)
@@ -484,19 +461,18 @@ def _plain_strings(data: bytes | str) -> bool:
     return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
 
 
-def parse_single_owner(data: bytes | str, *, valid_manifests: Known = ()) -> SingleOwnerState:
+def parse_single_owner(data: bytes | str, *, source_manifest: Expected = None) -> SingleOwnerState:
     """Parse and validate schema 1 or 2 state (schema 1 is normalised to 2).
 
-    ``valid_manifests``: manifests the caller has already validated (``validate_manifest``, a
-    loaded source bundle) and expects the document to record; a recorded manifest equal to one
-    of them is that very object (no second build and validation of an equal value). Passing an
-    unvalidated manifest here breaks the contract: it would be accepted as recorded."""
-    return _single_owner_from_obj(_decode(data), tuple(valid_manifests), plain_strings=_plain_strings(data))
+    ``source_manifest``: a validated manifest the caller expects the document to record (the
+    source bundle being planned); a recorded manifest equal to it is that very object (no second
+    build and validation of an equal value)."""
+    return _single_owner_from_obj(_decode(data), source_manifest, plain_strings=_plain_strings(data))
 
 
-def parse_shared_root(data: bytes | str, *, valid_manifests: Known = ()) -> SharedRootState:
-    """Parse and validate schema 3 state (``valid_manifests`` as for :func:`parse_single_owner`)."""
-    return _shared_root_from_obj(_decode(data), tuple(valid_manifests))
+def parse_shared_root(data: bytes | str, *, source_manifest: Expected = None) -> SharedRootState:
+    """Parse and validate schema 3 state (``source_manifest`` as for :func:`parse_single_owner`)."""
+    return _shared_root_from_obj(_decode(data), source_manifest)
 
 
 #: documents at least this large are parsed with the cyclic garbage collector paused
@@ -505,7 +481,7 @@ LARGE_DOCUMENT = 1024 * 1024
 TYPED_DECODE_MIN = 64 * 1024
 
 
-def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | None:
+def _single_owner_typed(data: bytes | str, known: Expected) -> SingleOwnerState | None:
     """Schema 2 state read by the typed decoder (:mod:`.typed`) when the document is plain and
     valid; ``None`` otherwise, and the exact decoder then reads it (so errors never differ)."""
     doc = typed.decode_single_owner(data)
@@ -513,32 +489,23 @@ def _single_owner_typed(data: bytes | str, known: Known) -> SingleOwnerState | N
         return None
     manifest = typed.manifest(doc, known)
     columns = typed.output_columns(doc) if manifest is not None else None
-    # the manifest is valid, so its paths and digests are valid: equal output columns need no rescan
-    built = (
-        _checked_outputs_from_columns(columns, list(map(_PATH, manifest.files)), list(map(_SHA256, manifest.files)))
-        if columns is not None
-        else None
-    )
-    if built is None:
+    outputs = _outputs_from_typed_columns(columns) if columns is not None else None
+    if outputs is None:
         return None
-    outputs, checked = built
     try:
         top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
         state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
-        return _validate_single_owner(state, state_mode=state_mode, manifest_checked=True, outputs_checked=checked)
+        return _validate_single_owner(state, state_mode=state_mode)
     except StateError:
         return None
 
 
-_PATH, _SHA256 = attrgetter("path"), attrgetter("sha256")
-
-
-def parse_state_document(data: bytes | str, *, valid_manifests: Known = ()) -> StateDocument:
+def parse_state_document(data: bytes | str, *, source_manifest: Expected = None) -> StateDocument:
     """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
 
-    ``valid_manifests`` as for :func:`parse_single_owner`. Large plain schema 2 documents are
+    ``source_manifest`` as for :func:`parse_single_owner`. Large plain schema 2 documents are
     read by the typed decoder first (:mod:`.typed`), with the same result."""
-    known = tuple(valid_manifests)
+    known = source_manifest
     with gc_paused(len(data) >= LARGE_DOCUMENT):
         if len(data) >= TYPED_DECODE_MIN:
             state = _single_owner_typed(data, known)
@@ -634,15 +601,22 @@ def state_to_obj(doc: StateDocument) -> dict[str, Any]:
     raise StateError("destination state document is empty")
 
 
-def marshal_state(doc: StateDocument, *, valid_manifests: Known = ()) -> bytes:
-    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3).
-
-    ``valid_manifests``: manifests the caller has already validated; a recorded manifest that is
-    one of them (the same object) is not validated again (``validate_state``)."""
+def marshal_state(doc: StateDocument) -> bytes:
+    """Validate, then encode as the ``.distributor.json`` bytes (schema 2 or 3); a recorded
+    :class:`~distributor_core.bundle.ValidManifest` is not validated again."""
     if isinstance(doc, SingleOwnerState):
-        validate_single_owner(doc, valid_manifests=valid_manifests)
+        validate_single_owner(doc)
     elif isinstance(doc, SharedRootState):
-        validate_shared_root(doc, valid_manifests=valid_manifests)
+        validate_shared_root(doc)
     else:
         raise StateError("destination state document is empty")
     return dumps_indented_bytes(state_to_obj(doc))
+
+
+__all__ = [
+    "marshal_state",
+    "parse_shared_root",
+    "parse_single_owner",
+    "parse_state_document",
+    "state_to_obj",
+]

@@ -43,3 +43,9 @@ def go_quote(value: str) -> str:
             out.append(f"\\U{code:08x}")
     out.append('"')
     return "".join(out)
+
+
+__all__ = [
+    "StateError",
+    "go_quote",
+]

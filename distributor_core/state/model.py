@@ -234,3 +234,26 @@ class SharedRootState(msgspec.Struct, frozen=True):
 StateDocument: TypeAlias = SingleOwnerState | SharedRootState
 
 AnyOutputRecord: TypeAlias = OutputRecord | SharedOutputRecord
+
+
+__all__ = [
+    "LEGACY_SCHEMA_VERSION",
+    "OUTPUT_KINDS",
+    "OUTPUT_KIND_GENERATED",
+    "OUTPUT_KIND_SOURCE",
+    "RECONCILIATION_MERGE",
+    "RECONCILIATION_MODES",
+    "RECONCILIATION_REPLACE",
+    "SHARED_ROOT_SCHEMA_VERSION",
+    "SINGLE_OWNER_SCHEMA_VERSION",
+    "STATE_MODE_SHARED_ROOT",
+    "STATE_MODE_SINGLE_OWNER",
+    "AnyOutputRecord",
+    "OutputRecord",
+    "OwnerRecord",
+    "OwnerScope",
+    "SharedOutputRecord",
+    "SharedRootState",
+    "SingleOwnerState",
+    "StateDocument",
+]

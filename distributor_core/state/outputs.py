@@ -380,3 +380,26 @@ def remove_outputs(
     """Drop the records of outputs a prune confirmed deleted (§7.3): single-owner, every record
     with one of ``paths``; shared-root, only ``scope``'s. ``updated_at`` = ``now`` if changed."""
     return _remove(doc, paths, scope, now)
+
+
+__all__ = [
+    "PlannedOutput",
+    "current_publication_outputs",
+    "find_output",
+    "managed_paths",
+    "merge_output_records",
+    "merge_owner_outputs",
+    "output_owner",
+    "outputs_of",
+    "owned_paths",
+    "owner_record_of",
+    "path_ownership_conflict",
+    "project_outputs",
+    "project_shared_outputs",
+    "project_single_owner_outputs",
+    "remove_missing_outputs",
+    "remove_outputs",
+    "replace_owner_outputs",
+    "shared_root_migration_base",
+    "upsert_owner",
+]

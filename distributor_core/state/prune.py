@@ -140,3 +140,14 @@ def plan_prune(
     candidates = prune_candidates(doc, scope)
     pruned, preserved = select_prune(candidates, policy, now=now)
     return PrunePlan(pipeline_id, destination_id, scope, True, len(candidates), pruned, preserved)
+
+
+__all__ = [
+    "PruneCandidate",
+    "PrunePlan",
+    "PrunePolicy",
+    "check_owner",
+    "plan_prune",
+    "prune_candidates",
+    "select_prune",
+]

@@ -17,8 +17,7 @@ from typing import Annotated
 
 import msgspec
 
-from distributor_core.bundle import Manifest, ManifestFile
-from distributor_core.state import fastcheck
+from distributor_core.bundle import ManifestError, ManifestFile, ValidManifest
 from distributor_core.state.model import records_from_columns
 from distributor_core.timefmt import TimestampError, parse_rfc3339
 
@@ -124,60 +123,44 @@ def top_level(doc: SingleOwner) -> dict:
 _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
 
 
-def manifest(doc: SingleOwner, valid: tuple[Manifest, ...]) -> Manifest | None:
-    """The recorded manifest, valid: the one of ``valid`` (already validated by the caller) it
-    describes exactly; one with the files of such a manifest (a newer build of the same
-    content), whose own fields then pass the manifest rules; or one whose columns
-    ``fastcheck.manifest_columns_valid`` accepts, built column-wise. ``None`` when none of these
-    (the exact decoder then words the error)."""
+def manifest(doc: SingleOwner, expected: ValidManifest | None) -> ValidManifest | None:
+    """The recorded manifest, valid: ``expected`` when the record describes it exactly; the
+    record's identity over ``expected``'s files when it lists exactly those (a newer build of the
+    same content); or the manifest the record describes when it is valid. ``None`` when none of
+    these (the exact decoder then words the error)."""
     raw = doc.source.manifest if doc.source is not None else None
     if raw is None or not raw.files or raw.created is None:
+        return None
+    if raw.schema_version is None or raw.id is None or raw.digest is None:
         return None
     files = raw.files
     # the decoder checked every file: non-empty path and sha256 strings, an int64 size
     paths, shas, sizes = list(map(_PATH, files)), list(map(_SHA256, files)), list(map(_SIZE, files))
     try:
         created = parse_rfc3339(raw.created)
-    except TimestampError:
-        return None
-    for known in valid:
-        if not (
-            len(files) == len(known.files)
-            and paths == list(map(_PATH, known.files))
-            and shas == list(map(_SHA256, known.files))
-            and sizes == list(map(_SIZE, known.files))
+        if expected is not None and (
+            len(files) == len(expected.files)
+            and paths == list(map(_PATH, expected.files))
+            and shas == list(map(_SHA256, expected.files))
+            and sizes == list(map(_SIZE, expected.files))
         ):
-            continue
-        if (
-            raw.schema_version == known.schema_version
-            and raw.id == known.id
-            and raw.digest == known.digest
-            and created == known.created
-        ):
-            return known
-        # the files of a valid manifest, so valid files whose bundle digest is known.digest
-        if (
-            type(raw.schema_version) is int
-            and raw.schema_version == known.schema_version
-            and isinstance(raw.id, str)
-            and raw.id != ""
-            and raw.digest == known.digest
-            and fastcheck.times_set([created])
-        ):
-            return Manifest(
-                schema_version=raw.schema_version, id=raw.id, digest=raw.digest, created=created, files=known.files
-            )
-    if raw.schema_version is None or raw.id is None or raw.digest is None:
+            if (raw.schema_version, raw.id, raw.digest, created) == (
+                expected.schema_version,
+                expected.id,
+                expected.digest,
+                expected.created,
+            ):
+                return expected
+            return expected.with_identity(raw.schema_version, raw.id, raw.digest, created)
+        return ValidManifest(
+            schema_version=raw.schema_version,
+            id=raw.id,
+            digest=raw.digest,
+            created=created,
+            files=tuple(records_from_columns(ManifestFile, (paths, shas, sizes))),
+        )
+    except (TimestampError, ManifestError):
         return None
-    if not fastcheck.manifest_columns_valid(raw.schema_version, raw.id, raw.digest, created, paths, shas, sizes):
-        return None
-    return Manifest(
-        schema_version=raw.schema_version,
-        id=raw.id,
-        digest=raw.digest,
-        created=created,
-        files=tuple(records_from_columns(ManifestFile, (paths, shas, sizes))),
-    )
 
 
 _OUTPUT_COLUMNS = tuple(

@@ -6,6 +6,7 @@ Checks run in the Go reference's order so a document with several problems repor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from operator import attrgetter
@@ -15,12 +16,13 @@ from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
+    ValidManifest,
+    columns,
     digest_problem,
     source_path_problem,
     validate_manifest,
 )
 from distributor_core.jsonfmt import go_json_string, is_json_int
-from distributor_core.state import fastcheck
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.model import (
     OUTPUT_KIND_GENERATED,
@@ -62,14 +64,31 @@ def check_http_url(url: str) -> str | None:
     return None
 
 
+#: absolute http(s) URLs with a plain ASCII host (and optional small port) and no whitespace
+#: or control character anywhere: urlsplit parses them and finds the scheme and a host
+_URL_TEXT = r"(?i:https?)://[A-Za-z0-9._-]+(?::[0-9]{1,4})?(?:[/?#][^\n\x00-\x20\x7f]*)?"
+_URLS = re.compile(rf"{_URL_TEXT}(?:\n{_URL_TEXT})*")
+
+
+def http_urls_valid(urls: Sequence[object]) -> bool:
+    """True when every value is an absolute http(s) URL :func:`check_http_url` accepts (checked
+    as one newline-joined text); ``False`` means "maybe not"."""
+    if not urls:
+        return True
+    try:
+        text = "\n".join(urls)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return text.count("\n") == len(urls) - 1 and _URLS.fullmatch(text) is not None
+
+
 def _required_time(value: datetime, context: str) -> None:
     if is_zero(value):
         raise StateError(f"{context} is required")
 
 
-def _check_manifest(manifest: Manifest | None, context: str, valid: Sequence[Manifest] = ()) -> None:
-    """``valid``: manifests the caller has already validated; one of them (by identity) passes."""
-    if any(known is manifest for known in valid) or fastcheck.manifest_valid(manifest):
+def _check_manifest(manifest: Manifest | None, context: str) -> None:
+    if isinstance(manifest, ValidManifest):
         return
     if manifest is None:
         raise StateError(f"{context} is required")
@@ -110,12 +129,13 @@ def _check_output_common(index: int, output: OutputRecord | SharedOutputRecord) 
         raise StateError(f"{prefix}.size must be non-negative")
 
 
-def _outputs_valid_fast(
-    outputs, record_type: type, owners: set[OwnerScope] | None = None, valid_paths: list[str] | None = None
+def _outputs_valid_columns(
+    outputs, record_type: type, owners: set[OwnerScope] | None = None, manifest: ValidManifest | None = None
 ) -> bool:
-    """True when every output passes the per-record rules below (see :mod:`.fastcheck`); the
-    loops then need not run. ``owners`` given: the shared-root rules too. ``valid_paths``: paths
-    already known valid (the state's validated manifest); equal path columns need no rescan."""
+    """True when every output passes the per-record rules below (checked a column at a time); the
+    loops then need not run. ``owners`` given: the shared-root rules too. ``manifest``: the
+    state's validated manifest, whose paths and digests are valid, so equal columns need no
+    rescan."""
     try:
         if set(map(type, outputs)) - {record_type}:
             return False
@@ -128,7 +148,7 @@ def _outputs_valid_fast(
             times=list(map(_CREATED, outputs)) + list(map(_UPDATED, outputs)),
             transforms=list(map(_TRANSFORM, outputs)),
             urls=list(map(_URL, outputs)),
-            valid_paths=valid_paths,
+            manifest=manifest,
         ):
             return False
         if owners is None:
@@ -137,9 +157,9 @@ def _outputs_valid_fast(
             return False
         if not {o.scope for o in outputs} <= owners:
             return False
-        if not fastcheck.digests_valid([o.source_digest for o in outputs]):
+        if not columns.digests_valid([o.source_digest for o in outputs]):
             return False
-        return fastcheck.times_set([o.source_created for o in outputs])
+        return columns.times_set([o.source_created for o in outputs])
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
 
@@ -154,22 +174,22 @@ def output_columns_valid(
     times: list,
     transforms: list,
     urls: list,
-    valid_paths: list[str] | None = None,
-    valid_shas: list[str] | None = None,
+    manifest: ValidManifest | None = None,
     unique: bool = False,
 ) -> bool:
     """True when outputs with these columns pass every per-record rule of
     :func:`_check_output_common` plus unique paths and set times (``times``: every created and
-    updated value, in any order; duplicates may be left out). The parser checks the columns it
-    has decoded before it builds a record, then tells validation so (``outputs_checked``).
-    ``valid_shas``: digests already known valid (the validated manifest's); an equal column
-    needs no rescan. ``unique``: the caller has already checked that no path repeats."""
+    updated value, in any order; duplicates may be left out). ``manifest``: a validated
+    manifest; a column of paths or digests equal to its own needs no rescan. ``unique``: the
+    caller has already checked that no path repeats."""
+    manifest_paths = list(map(_PATH, manifest.files)) if manifest is not None else None
+    manifest_shas = list(map(_SHA256, manifest.files)) if manifest is not None else None
     try:
         if not unique and len(set(paths)) != len(paths):
             return False
-        if paths != valid_paths and not lp.bundle_paths_valid(paths):
+        if paths != manifest_paths and not lp.bundle_paths_valid(paths):
             return False
-        if sources != valid_paths and sources != paths and not lp.bundle_paths_valid(sources):
+        if sources != manifest_paths and sources != paths and not lp.bundle_paths_valid(sources):
             return False
         kind_set = set(kinds)
         if not kind_set <= set(OUTPUT_KINDS):
@@ -178,13 +198,13 @@ def output_columns_valid(
             transform for kind, transform in zip(kinds, transforms, strict=True) if kind == OUTPUT_KIND_GENERATED
         ):
             return False
-        if not fastcheck.http_urls_valid([url for url in urls if url]):
+        if not http_urls_valid([url for url in urls if url]):
             return False
-        if shas != valid_shas and not fastcheck.digests_valid(shas):
+        if shas != manifest_shas and not columns.digests_valid(shas):
             return False
-        if not fastcheck.sizes_valid(sizes):
+        if not columns.sizes_valid(sizes):
             return False
-        return fastcheck.times_set(times)
+        return columns.times_set(times)
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
 
@@ -201,16 +221,7 @@ def _check_unique_path(index: int, path: str, seen: set[str]) -> None:
     seen.add(path)
 
 
-def _validate_single_owner(
-    state: SingleOwnerState,
-    *,
-    state_mode: str,
-    manifest_checked: bool = False,
-    outputs_checked: bool = False,
-    valid: Sequence[Manifest] = (),
-) -> SingleOwnerState:
-    """``manifest_checked`` / ``outputs_checked``: the parser built the manifest / the outputs
-    from columns it checked (:func:`output_columns_valid`), so they are not checked again."""
+def _validate_single_owner(state: SingleOwnerState, *, state_mode: str) -> SingleOwnerState:
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
     if not state.pipeline_id:
@@ -224,14 +235,10 @@ def _validate_single_owner(
         raise StateError("state state.mode must be single_owner")
     if state.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError("state reconciliation.mode must be replace or merge")
-    if not manifest_checked:
-        _check_manifest(state.manifest, "state source.manifest", valid)
+    _check_manifest(state.manifest, "state source.manifest")
     _check_url(state.primary_url, "state links.primary_url")
-    if outputs_checked:
-        return state
-    # the manifest passed validation above (or in the parser), so its paths are valid paths
-    manifest_paths = [f.path for f in state.manifest.files]
-    if not _outputs_valid_fast(state.outputs, OutputRecord, valid_paths=manifest_paths):
+    manifest = state.manifest if isinstance(state.manifest, ValidManifest) else None
+    if not _outputs_valid_columns(state.outputs, OutputRecord, manifest=manifest):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             if not isinstance(output, OutputRecord):
@@ -243,17 +250,13 @@ def _validate_single_owner(
     return state
 
 
-def validate_single_owner(state: SingleOwnerState, *, valid_manifests: Sequence[Manifest] = ()) -> SingleOwnerState:
-    """Check every single-owner rule; return ``state`` unchanged when it is valid.
-
-    ``valid_manifests``: manifests the caller has already validated; the recorded manifest, when
-    it is one of them (the same object), is not validated again."""
-    return _validate_single_owner(state, state_mode=STATE_MODE_SINGLE_OWNER, valid=valid_manifests)
+def validate_single_owner(state: SingleOwnerState) -> SingleOwnerState:
+    """Check every single-owner rule; return ``state`` unchanged when it is valid (a recorded
+    :class:`~distributor_core.bundle.ValidManifest` is not checked again)."""
+    return _validate_single_owner(state, state_mode=STATE_MODE_SINGLE_OWNER)
 
 
-def _check_owner(
-    index: int, owner: OwnerRecord, *, manifest_checked: bool = False, valid: Sequence[Manifest] = ()
-) -> None:
+def _check_owner(index: int, owner: OwnerRecord) -> None:
     prefix = f"state owners[{index}]"
     if not isinstance(owner, OwnerRecord):
         raise StateError(f"{prefix} must be an owner record")
@@ -263,8 +266,7 @@ def _check_owner(
         raise StateError(f"{prefix}.destination_id is required")
     if owner.reconciliation_mode not in RECONCILIATION_MODES:
         raise StateError(f"{prefix}.reconciliation.mode must be replace or merge")
-    if not manifest_checked:
-        _check_manifest(owner.manifest, f"{prefix}.source.manifest", valid)
+    _check_manifest(owner.manifest, f"{prefix}.source.manifest")
     _check_url(owner.primary_url, f"{prefix}.links.primary_url")
 
 
@@ -289,10 +291,7 @@ def _check_shared_output(index: int, output: SharedOutputRecord, owners: set[Own
     _required_time(output.updated_at, f"{prefix}.updated_at")
 
 
-def _validate_shared_root(
-    state: SharedRootState, *, state_mode: str, manifests_checked: bool = False, valid: Sequence[Manifest] = ()
-) -> SharedRootState:
-    """``manifests_checked``: the owners' manifests are known valid (the parser built them)."""
+def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedRootState:
     if not isinstance(state, SharedRootState):
         raise StateError("destination state document is empty")
     _required_time(state.created_at, "state created_at")
@@ -301,11 +300,11 @@ def _validate_shared_root(
         raise StateError("state state.mode must be shared_root")
     owners: set[OwnerScope] = set()
     for index, owner in enumerate(state.owners):
-        _check_owner(index, owner, manifest_checked=manifests_checked, valid=valid)
+        _check_owner(index, owner)
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
-    if not _outputs_valid_fast(state.outputs, SharedOutputRecord, owners):
+    if not _outputs_valid_columns(state.outputs, SharedOutputRecord, owners):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             _check_shared_output(index, output, owners)
@@ -313,10 +312,10 @@ def _validate_shared_root(
     return state
 
 
-def validate_shared_root(state: SharedRootState, *, valid_manifests: Sequence[Manifest] = ()) -> SharedRootState:
-    """Check every shared-root rule; return ``state`` unchanged when it is valid
-    (``valid_manifests`` as for :func:`validate_single_owner`)."""
-    return _validate_shared_root(state, state_mode=STATE_MODE_SHARED_ROOT, valid=valid_manifests)
+def validate_shared_root(state: SharedRootState) -> SharedRootState:
+    """Check every shared-root rule; return ``state`` unchanged when it is valid (as
+    :func:`validate_single_owner`)."""
+    return _validate_shared_root(state, state_mode=STATE_MODE_SHARED_ROOT)
 
 
 def validate_state(doc: SingleOwnerState | SharedRootState | None) -> SingleOwnerState | SharedRootState:
@@ -326,3 +325,11 @@ def validate_state(doc: SingleOwnerState | SharedRootState | None) -> SingleOwne
     if isinstance(doc, SharedRootState):
         return validate_shared_root(doc)
     raise StateError("destination state document is empty")
+
+
+__all__ = [
+    "check_http_url",
+    "validate_shared_root",
+    "validate_single_owner",
+    "validate_state",
+]

@@ -1,4 +1,5 @@
-"""What fails one destination (or bundle path) of a maintenance run without stopping the others."""
+"""What fails one bundle path's digest audit (the check ``outputs_match_digests``) as a failed check
+rather than a failed step: the maintenance operations' own errors and a bad selection."""
 
 from __future__ import annotations
 

@@ -4,8 +4,11 @@ Three jobs serve every destination of the code location, instead of three per de
 names its destinations in its config (:mod:`.selection`; none: every destination) and, per
 destination, its bundle path (none: every bundle path that holds a ``.distributor.json``, what the
 CLI's ``--all-bundles`` does). Each job is one step named after what it does. Per destination it
-runs the core's function (the CLI's command, through the core's one bundle loop), records what it
-did on the destination asset and evaluates the destination's checks again (:mod:`.record`).
+runs the core's function (the CLI's command, through the core's bundle loop), records what it
+did on the destination asset and evaluates the destination's checks again (:mod:`.record`). The
+destinations are worked on by the core's destination loop, the one ``reconcile-state --all`` and
+``audit --all`` use (:func:`distributor_core.app.bundles.run_destinations`): this module only maps
+each destination's section onto Dagster events.
 
 ``prune`` and ``reconcile_state`` are dry runs unless ``apply: true`` (the CLI's
 ``reconcile-state`` applies by default; these jobs do not); a write holds the destination lock and
@@ -23,20 +26,20 @@ from typing import Any
 import dagster as dg
 
 from distributor_core.app.audit import audit_destination, audit_error_message
-from distributor_core.app.bundles import ReportedError
+from distributor_core.app.bundles import run_destinations
 from distributor_core.app.prune import prune
 from distributor_core.app.reconcile import reconcile_state
 from distributor_core.app.repair_report import DISABLED_NOTE
+from distributor_core.app.selection import Target
 from distributor_core.timefmt import now_seconds
 from distributor_dagster.maintenance.config import AuditConfig, MaintenanceConfig, PruneConfig, RepairConfig
-from distributor_dagster.maintenance.errors import MAINTENANCE_ERRORS
 from distributor_dagster.maintenance.record import audit_digests, check_evaluations, observations, sections
-from distributor_dagster.maintenance.selection import Target, select_targets
+from distributor_dagster.maintenance.selection import select_destinations
 from distributor_dagster.maintenance.slots import root_slot
 from distributor_dagster.site import Site, holder, pool_name
 
-#: What ``Run`` hands back for one destination: its report, and the error that failed it.
-Outcome = tuple[Any, str]
+#: The core's work on one destination: its report (a bundle set's, or one bundle path's).
+Work = Callable[[Target], Any]
 
 
 def _bundle(config: MaintenanceConfig) -> dict[str, Any]:
@@ -45,51 +48,46 @@ def _bundle(config: MaintenanceConfig) -> dict[str, Any]:
     return {"bundle_path": config.bundle_path, "all_bundles": False}
 
 
-def _run(call: Callable[[], Any]) -> Outcome:
-    try:
-        return call(), ""
-    except ReportedError as exc:  # some bundle paths failed: the report says which
-        return exc.report, str(exc)
-    except MAINTENANCE_ERRORS as exc:
-        return None, str(exc)
-
-
 def _steps(
-    context: dg.OpExecutionContext, site: Site, operation: str, config: MaintenanceConfig,
-    work: Callable[[Target], Outcome], *, writes: bool, failed: Callable[[Any], str] | None = None,
+    context: dg.OpExecutionContext, site: Site, operation: str, config: MaintenanceConfig, work: Work, *,
+    writes: bool, failed: Callable[[Any], str] | None = None,
 ) -> Iterator[Any]:
-    """Run ``work`` on every selected destination, in config order, recording each on its asset."""
-    targets = select_targets(site, config.destinations)
-    context.log.info(f"{operation}: {len(targets)} destination(s): " + ", ".join(t.label for t in targets[:20])
-                     + (" ..." if len(targets) > 20 else ""))
+    """Run ``work`` on every selected destination through the core's destination loop (config
+    order; one failing does not stop the others), recording each on its asset as it is done."""
+    chosen = select_destinations(site, config.destinations)
+    context.log.info(f"{operation}: {len(chosen)} destination(s): " + ", ".join(c.label for c in chosen[:20])
+                     + (" ..." if len(chosen) > 20 else ""))
+
+    def held(target: Target) -> Any:  # a write holds its root's concurrency pool
+        with root_slot(context, pool_name(target.destination.storage.root_key)) if writes else nullcontext():
+            return work(target)
+
     results: dict[str, Any] = {}
     errors: list[str] = []
-    for target in targets:
-        slot = root_slot(context, pool_name(target.destination.storage.root_key)) if writes else nullcontext()
-        with slot:
-            report, error = work(target)
+    for selected, section in zip(chosen, run_destinations([c.target for c in chosen], held), strict=True):
+        report = section.report
         if report is not None:
             for line in report.text_lines():
-                context.log.info(f"{target.label}: {line}")
-        if not error and failed is not None and report is not None:
-            error = failed(report)
+                context.log.info(f"{selected.label}: {line}")
+        error = section.error or (failed(report) if failed is not None and report is not None
+                                  else section.error_text())
         if error:
-            context.log.error(f"{target.label}: {error}")
-            errors.append(f"{target.label}: {error}")
-        yield from observations(operation, target, report, dry_run=not writes) if report is not None else ()
-        paths = [section.bundle_path for section in sections(report)] if report is not None else []
+            context.log.error(f"{selected.label}: {error}")
+            errors.append(f"{selected.label}: {error}")
+        yield from observations(operation, selected, report, dry_run=not writes) if report is not None else ()
+        paths = [s.bundle_path for s in sections(report)] if report is not None else []
         if config.bundle_path and config.bundle_path not in paths:
             paths.append(config.bundle_path)
         digests = audit_digests(report) if operation == "audit" and report is not None else None
-        yield from check_evaluations(context, site, target, paths, digests)
-        result: dict[str, Any] = report.to_dict() if report is not None else {}
+        yield from check_evaluations(context, site, selected, paths, digests)
+        result = section.to_dict()
         if error:
             result["error"] = error
-        results[target.label] = result
+        results[selected.label] = result
     yield dg.Output(
         {"destinations": results},
         metadata={
-            "destinations": dg.MetadataValue.int(len(targets)),
+            "destinations": dg.MetadataValue.int(len(chosen)),
             "failed": dg.MetadataValue.int(len(errors)),
             "report": dg.MetadataValue.json({"destinations": results}),
         },
@@ -106,14 +104,14 @@ def prune_job(site: Site, name: str) -> dg.JobDefinition:
     def prune_step(context: dg.OpExecutionContext, config: PruneConfig):  # type: ignore[no-untyped-def]
         now = now_seconds(site.options.clock)
 
-        def work(target: Target) -> Outcome:
+        def work(target: Target) -> Any:
             if not target.destination.retention.prune.enabled:
-                context.log.info(DISABLED_NOTE.format(destination=target.label))
-            return _run(lambda: prune(
-                site.config, pipeline_id=target.pipeline.id, destination_id=target.destination.id,
-                dry_run=not config.apply, now=now, environment=site.environment(),
+                context.log.info(DISABLED_NOTE.format(destination=f"{target.pipeline.id}/{target.destination.id}"))
+            return prune(
+                target.config, pipeline_id=target.pipeline.id, destination_id=target.destination.id,
+                dry_run=not config.apply, now=now, environment=target.environment,
                 holder=holder(name, context.run_id, name), **_bundle(config),
-            ))
+            )
 
         yield from _steps(context, site, "prune", config, work, writes=config.apply)
         if not config.apply:
@@ -130,13 +128,13 @@ def reconcile_job(site: Site, name: str) -> dg.JobDefinition:
     def reconcile_step(context: dg.OpExecutionContext, config: RepairConfig):  # type: ignore[no-untyped-def]
         now = now_seconds(site.options.clock)
 
-        def work(target: Target) -> Outcome:
-            return _run(lambda: reconcile_state(
-                site.config, pipeline_id=target.pipeline.id, destination_id=target.destination.id,
+        def work(target: Target) -> Any:
+            return reconcile_state(
+                target.config, pipeline_id=target.pipeline.id, destination_id=target.destination.id,
                 all_owners=config.all_owners, dry_run=not config.apply, audit=config.audit, adopt=config.adopt,
-                now=now, environment=site.environment(), holder=holder(name, context.run_id, name),
+                now=now, environment=target.environment, holder=holder(name, context.run_id, name),
                 **_bundle(config),
-            ))
+            )
 
         yield from _steps(context, site, "reconcile_state", config, work, writes=config.apply)
         if not config.apply:
@@ -150,11 +148,11 @@ def audit_job(site: Site, name: str) -> dg.JobDefinition:
     @dg.op(name=op_name(name), description="Re-read every managed output recorded in state and compare size and sha256 "
            "with the record; lists unmanaged entries. Read only; fails when anything is wrong.")
     def audit_step(context: dg.OpExecutionContext, config: AuditConfig):  # type: ignore[no-untyped-def]
-        def work(target: Target) -> Outcome:
-            return _run(lambda: audit_destination(
-                site.config, target.pipeline.id, target.destination.id, all_owners=config.all_owners,
-                allow_unmanaged=config.allow_unmanaged, environment=site.environment(), **_bundle(config),
-            ))
+        def work(target: Target) -> Any:
+            return audit_destination(
+                target.config, target.pipeline.id, target.destination.id, all_owners=config.all_owners,
+                allow_unmanaged=config.allow_unmanaged, environment=target.environment, **_bundle(config),
+            )
 
         yield from _steps(context, site, "audit", config, work, writes=False, failed=audit_error_message)
 

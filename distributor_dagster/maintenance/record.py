@@ -29,7 +29,7 @@ from distributor_dagster.checks import (
     path_uri,
 )
 from distributor_dagster.describe import root_uri
-from distributor_dagster.maintenance.selection import Target
+from distributor_dagster.maintenance.selection import SelectedDestination
 from distributor_dagster.partitions import bundle_key, key_problem
 from distributor_dagster.site import Site
 
@@ -75,13 +75,13 @@ def _summary(operation: str, report: Report) -> dict[str, Any]:
     return {"checked": report.checked_count, "problems": len(report.problems), "bytes_read": report.bytes_read}
 
 
-def partition_of(target: Target, bundle_path: str) -> str | None:
+def partition_of(target: SelectedDestination, bundle_path: str) -> str | None:
     """The partition a bundle path is (``None`` for an unpartitioned destination)."""
     return bundle_key(bundle_path) if target.names.partitioned else None
 
 
 def observations(
-    operation: str, target: Target, report: Any, *, dry_run: bool
+    operation: str, target: SelectedDestination, report: Any, *, dry_run: bool
 ) -> Iterator[dg.AssetObservation]:
     """One observation of the destination asset per bundle path the operation worked on."""
     uri = root_uri(target.destination.storage)
@@ -114,7 +114,7 @@ def observations(
 
 
 def check_evaluations(
-    context: dg.OpExecutionContext, site: Site, target: Target, paths: Sequence[str],
+    context: dg.OpExecutionContext, site: Site, target: SelectedDestination, paths: Sequence[str],
     digests: dict[str, Outcome] | None = None,
 ) -> Iterator[dg.AssetCheckEvaluation]:
     """The destination's checks evaluated again on ``paths`` (and ``outputs_match_digests`` from

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from distributor_core.config import Destination, Pipeline
+from distributor_core.app.selection import Target
+from distributor_core.config import Destination, Environment, Pipeline
 from distributor_dagster.names import DestinationNames
 from distributor_dagster.site import Site
 
@@ -22,12 +23,19 @@ SHOWN = 20
 
 
 @dataclass(frozen=True)
-class Target:
-    """One destination a maintenance run works on."""
+class SelectedDestination:
+    """One destination a maintenance run works on: the core's target and its asset's names."""
 
-    pipeline: Pipeline
-    destination: Destination
+    target: Target
     names: DestinationNames
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.target.pipeline
+
+    @property
+    def destination(self) -> Destination:
+        return self.target.destination
 
     @property
     def label(self) -> str:
@@ -38,17 +46,18 @@ class Target:
         return dg.AssetKey(list(self.names.asset_key))
 
 
-def every_target(site: Site) -> list[Target]:
+def every_destination(site: Site, environment: Environment) -> list[SelectedDestination]:
     return [
-        Target(pipeline, destination, names.destination(destination.id))
+        SelectedDestination(Target(site.config, pipeline, destination, environment), names.destination(destination.id))
         for pipeline, names in zip(site.config.pipelines, site.names, strict=True)
         for destination in pipeline.destinations
     ]
 
 
-def select_targets(site: Site, wanted: Sequence[str]) -> list[Target]:
-    """The destinations ``wanted`` names, in config order (all of them when it is empty)."""
-    targets = every_target(site)
+def select_destinations(site: Site, wanted: Sequence[str]) -> list[SelectedDestination]:
+    """The destinations ``wanted`` names, in config order (all of them when it is empty); their
+    secrets resolve from the site's environment as the run starts."""
+    targets = every_destination(site, site.environment())
     if not wanted:
         return targets
     by_label = {target.label: target for target in targets}

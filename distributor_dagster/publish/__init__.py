@@ -1,4 +1,5 @@
-"""The ``publish_<pipeline>`` job: discover → validate → plan/execute per destination → report.
+"""The ``publish_<pipeline>`` job: discover → validate → ``publish_<d>`` per destination (→ ``report``
+for uploads), the stages of the core's run sequence (:mod:`distributor_core.app.run`).
 
 Owns the ops and their run config; every decision is ``distributor_core.app``'s.
 """

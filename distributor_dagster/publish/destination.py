@@ -19,13 +19,7 @@ import warnings
 import dagster as dg
 
 from distributor_core import paths as lp
-from distributor_core.app.publication import (
-    PipelineOutcome,
-    destination_bundles,
-    execute_destination,
-    plan_destination,
-    run_report,
-)
+from distributor_core.app.publication import PipelineOutcome, publish_destination, run_report
 from distributor_core.app.report import ActionReport
 from distributor_core.app.run_options import DestinationPool, RunOptions
 from distributor_core.config import Destination, Pipeline
@@ -74,35 +68,23 @@ def _priority(pipeline: Pipeline, destination: Destination) -> str:
 def publish_entries(
     site: Site, pipeline: Pipeline, destination: Destination, validated: Validated, *, lock_holder: str
 ) -> list[tuple[Item, ActionReport]]:
-    """Plan, then publish (or only plan, for a dry run), every valid bundle the destination gets."""
+    """The publish stage of the core for this destination (plan, then publish under the lock, or only
+    plan for a dry run: :func:`~distributor_core.app.publication.publish_destination`), once per
+    source: uploads each have their own staged source, bundles share the pipeline's."""
     selection = validated.selection
     by_source: dict[str | None, list] = {}
     for valid in validated.valid:  # uploads each have their own staged source; bundles share one
         by_source.setdefault(valid.item.source_root, []).append(valid)
     entries: list[tuple[Item, ActionReport]] = []
+    options = selection.run_options(destination.id, dry_run=selection.dry_run, clock=site.options.clock,
+                                    holder=lock_holder)
     with DestinationPool(site.environment(), dry_run=selection.dry_run) as pool:
         for group in by_source.values():
             items = {valid.item.bundle_path: valid.item for valid in group}
             bundles = [SourceBundle(valid.item.bundle_path, valid.manifest) for valid in group]
-            # one upload per staged source: published as it is; bundles as the destination takes them
-            chosen = bundles if group[0].item.upload_run_id else destination_bundles(destination, bundles)
             with open_item_source(site, pipeline, group[0].item, dry_run=selection.dry_run) as source:
-                for bundle in chosen:
-                    item = items[bundle.path]
-                    planned = plan_destination(
-                        pipeline, destination, source, [bundle], pool=pool,
-                        options=selection.run_options(destination.id, dry_run=True, clock=site.options.clock,
-                                                      holder=lock_holder),
-                    )
-                    if selection.dry_run:
-                        done = planned
-                    else:
-                        done = execute_destination(
-                            pipeline, destination, source, [bundle], pool=pool, planned=planned,
-                            options=selection.run_options(destination.id, dry_run=False, clock=site.options.clock,
-                                                          holder=lock_holder),
-                        )
-                    entries.extend((item, detached(entry)) for entry in done)
+                done = publish_destination(pipeline, destination, source, bundles, pool=pool, options=options)
+            entries.extend((items[entry.bundle_path], detached(entry)) for entry in done)
     return entries
 
 

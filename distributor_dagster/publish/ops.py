@@ -1,7 +1,11 @@
 """The first steps of a publish graph: ``discover`` (what this run publishes, where) and
-``validate`` (every byte of it). Every rule is the core's: target selection, discovery, validation
-(:mod:`distributor_core.app.publication`, :mod:`distributor_core.app.run`), exactly as
-``distributor run`` does; the ops split that work into steps and describe it to Dagster.
+``validate`` (every byte of it). They run the stages of the core's run sequence
+(:mod:`distributor_core.app.run`) that ``distributor run`` runs: ``discover`` the credentials, root
+and discover stages (:func:`~distributor_core.app.run.open_sources`,
+:func:`~distributor_core.app.run.find_bundles`) after the core's target selection
+(:func:`~distributor_core.app.publication.select_targets`), ``validate`` the validate stage
+(:func:`~distributor_core.app.run.check_bundles`); these ops add the partitions, observations and
+check evaluations that describe the work to Dagster.
 
 (No ``from __future__ import annotations`` here: Dagster reads the config and input types from
 the function annotations at definition time.)
@@ -9,17 +13,16 @@ the function annotations at definition time.)
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import groupby
 
 import dagster as dg
 
 from distributor_core import paths as lp
 from distributor_core.app.publication import TargetError, select_targets
-from distributor_core.app.run import invalid_message, validate_bundle
+from distributor_core.app.run import CheckedBundle, check_bundles, find_bundles, open_sources
 from distributor_core.app.run_options import RunOptions
-from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
-from distributor_core.bundle import BundleError
+from distributor_core.app.setup import SetupError
 from distributor_core.config import ConfigLookupError, Destination, Pipeline
-from distributor_core.source import ValidatedContent, discover_bundles
 from distributor_core.storage.base import Storage
 from distributor_core.storage.factory import open_source_storage
 from distributor_core.storage.local import LocalStorage
@@ -107,11 +110,9 @@ def _bundle_items(
         if config.bundle_path is not None:
             raise dg.Failure("bundle_path is not used by a partitioned run: its partitions name the bundles")
         paths = [bundle_path(key) for key in keys]
-    elif config.bundle_path is not None:
-        paths = [config.bundle_path]
     else:
-        paths = discover_bundles(source)
-        listed_all = True
+        paths = find_bundles(source, config.bundle_path)
+        listed_all = config.bundle_path is None
     seen, problems = read_bundles(source, paths)
     for problem in problems:  # validate reports it on the source check
         context.log.warning(f"unreadable manifest: {problem}")
@@ -181,9 +182,7 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             tag_uploads(context, selection)
             return selection
         try:  # setup failures (resolutions G3) fail this step, before any destination is planned
-            resolve_credentials([(pipeline, targets)], site.environment())
-            with open_source_storage(pipeline.source, site.environment(), dry_run=config.dry_run) as source:
-                check_source_root(pipeline, source)
+            with open_sources([(pipeline, targets)], site.environment(), dry_run=config.dry_run) as (source,):
                 paths = _bundle_items(context, site, pipeline, pnames, graph, config, source)
         except SetupError as exc:
             raise dg.Failure(str(exc)) from None
@@ -204,6 +203,26 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
     )(discover)
 
 
+def _checked_items(
+    site: Site, pipeline: Pipeline, selection: RunScope, dagster_run_id: str
+) -> Iterator[tuple[Item, CheckedBundle]]:
+    """The core's validate stage over the run's items, each with its verdict: one source per group
+    (an upload's staged bundle, or the pipeline's source for all its bundles). A failure other
+    than an invalid bundle fails the step, and the upload it happened to (its record says why)."""
+    options = RunOptions(dry_run=selection.dry_run)
+    for _, grouped in groupby(selection.items, key=lambda item: item.source_root):
+        items = list(grouped)
+        try:
+            with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run) as source:
+                checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options)
+                yield from zip(items, checked, strict=True)
+        except Exception as exc:
+            if items[0].upload_run_id:  # an upload is a group of its own
+                uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, str(exc),
+                             selection.dry_run, site.options.clock)
+            raise
+
+
 def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
     source_key = dg.AssetKey(list(pnames.source_key))
     newest_key = dg.AssetKey(list(pnames.newest_key)) if pnames.newest_key and not graph.partitioned else None
@@ -221,32 +240,22 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             return
         valid: list[Valid] = []
         invalid: list[tuple[Item, str]] = []
-        options = RunOptions(dry_run=selection.dry_run)
-        content = None if selection.dry_run else ValidatedContent()
-        for item in selection.items:
-            try:
-                with open_item_source(site, pipeline, item, dry_run=selection.dry_run) as source:
-                    bundle = validate_bundle(pipeline, source, item.bundle_path, options, content=content)
-            except BundleError as exc:
-                message = invalid_message(item.bundle_path, exc) if not item.upload_run_id else \
-                    f"invalid upload {item.upload_run_id}: {exc}"
+        for item, checked in _checked_items(site, pipeline, selection, context.run_id):
+            if checked.bundle is None:
+                message = checked.message if not item.upload_run_id else \
+                    f"invalid upload {item.upload_run_id}: {checked.error}"
                 context.log.error(message)
                 invalid.append((item, message))
-                outcome = bundle_outcome(item.bundle_path, "", exc)
+                outcome = bundle_outcome(item.bundle_path, "", checked.error)
                 if item.upload_run_id:
                     uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, selection.dry_run,
                                  site.options.clock)
-            except Exception as exc:
-                if item.upload_run_id:
-                    uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, str(exc), selection.dry_run,
-                                 site.options.clock)
-                raise
             else:
-                valid.append(Valid(item, bundle.manifest))
-                outcome = bundle_outcome(item.bundle_path, bundle.manifest.digest, None)
+                manifest = checked.bundle.manifest
+                valid.append(Valid(item, manifest))
+                outcome = bundle_outcome(item.bundle_path, manifest.digest, None)
                 context.log.info(
-                    f"valid: {item.label} id={bundle.manifest.id} digest={bundle.manifest.digest} "
-                    f"files={bundle.manifest.file_count}"
+                    f"valid: {item.label} id={manifest.id} digest={manifest.digest} files={manifest.file_count}"
                 )
             if newest_key is not None:  # the fixed destinations' view: is the bundle they take valid
                 yield outcome.evaluation(newest_key, None, blocking=False)

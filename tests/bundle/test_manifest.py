@@ -17,6 +17,7 @@ from distributor_core.bundle import (
     Manifest,
     ManifestError,
     ManifestFile,
+    ValidManifest,
     bundle_digest,
     canonical_file_payload,
     file_digest,
@@ -260,7 +261,8 @@ def test_manifest_rejects_empty_path_as_required() -> None:
 
 def test_valid_manifest_passes() -> None:
     manifest = make_manifest()
-    assert validate_manifest(manifest) is manifest
+    valid = validate_manifest(manifest)
+    assert valid == manifest and isinstance(valid, ValidManifest) and validate_manifest(valid) is valid
 
 
 def test_duplicate_paths_rejected() -> None:

@@ -1,5 +1,5 @@
-"""The journal is encoded by the C-encoder path (``state.fastjson``) and must stay byte for byte
-what ``jsonfmt.dumps_indented`` writes, and parse back to the same journal."""
+"""The journal is the indented JSON ``jsonfmt.dumps_indented`` writes for its fields in their
+documented order, and parses back to the same journal."""
 
 from __future__ import annotations
 

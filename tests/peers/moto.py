@@ -196,8 +196,26 @@ def _check_auth_enforced(server: MotoServer) -> None:
     pytest.fail("the moto server accepted an unknown access key: authentication is not enforced", pytrace=False)
 
 
-def start_moto(workdir: Path) -> tuple[MotoServer, subprocess.Popen[bytes]]:
-    """Start ``moto_server`` on a free loopback port with auth enforced and one IAM user."""
+#: moto's server with one request handled at a time (connections stay concurrent). moto 5.2.5
+#: checks ``If-None-Match``/``If-Match`` and then stores the object without a lock, so two
+#: concurrent conditional writes can both pass; on S3 they are atomic. Tests that race replicas
+#: against one key (the shared staging store, issue 29) use this server.
+_SERIAL_LAUNCHER = """
+import sys, threading
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serial(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=MotoRequestHandler)
+"""
+
+
+def start_moto(workdir: Path, *, serial: bool = False) -> tuple[MotoServer, subprocess.Popen[bytes]]:
+    """Start ``moto_server`` on a free loopback port with auth enforced and one IAM user; with
+    ``serial``, one request at a time (atomic conditional writes, see ``_SERIAL_LAUNCHER``)."""
     try:
         import moto.server  # noqa: F401
     except ImportError:
@@ -212,7 +230,8 @@ def start_moto(workdir: Path) -> tuple[MotoServer, subprocess.Popen[bytes]]:
         log = open(workdir / "moto.log", "ab")  # noqa: SIM115 - kept open for the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                [sys.executable, "-c", _SERIAL_LAUNCHER, "127.0.0.1", str(port)] if serial
+                else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -254,6 +273,21 @@ def moto_server() -> Iterator[MotoServer]:
     proc: subprocess.Popen[bytes] | None = None
     try:
         server, proc = start_moto(workdir)
+        yield server
+    finally:
+        if proc is not None:
+            stop_process(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def moto_serial_server() -> Iterator[MotoServer]:
+    """Like ``moto_server``, handling one request at a time: conditional writes are atomic, as
+    on S3, however many clients race for one key."""
+    workdir = Path(tempfile.mkdtemp(prefix="distributor-moto-serial-"))
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        server, proc = start_moto(workdir, serial=True)
         yield server
     finally:
         if proc is not None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from distributor_core import paths as lp
-from distributor_core.bundle import Manifest, ManifestFile, bundle_digest
+from distributor_core.bundle import Manifest, ManifestFile, bundle_digest, validate_manifest
 from distributor_core.compare import Outcome
 from distributor_core.plan import (
     FORCE_WALK_LIMIT,
@@ -64,7 +64,7 @@ def manifest(files: dict[str, bytes], *, id: str = "reports.example", created: d
     return Manifest(schema_version=1, id=id, digest=bundle_digest(records), created=created, files=records)
 
 
-SOURCE = manifest({"report.md": b"# Report\n", "summary.txt": b"Summary\n"})
+SOURCE = validate_manifest(manifest({"report.md": b"# Report\n", "summary.txt": b"Summary\n"}))
 
 
 def single_owner(

@@ -1,5 +1,5 @@
-"""``--publisher dagster``: the server only stages; publish runs report through the staging helpers;
-``GET /runs`` overlays the Dagster run found by tag (resolutions D1)."""
+"""``--publisher dagster``: the server only stages; the Dagster publish job publishes each upload and
+records its outcome; ``GET /runs`` overlays the Dagster run found by tag (resolutions D1)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 
 from distributor_core import staging as sg
-from distributor_core.app.run import publish_source_bundle
 from distributor_core.staging import host_redactions
-from distributor_core.storage.local import LocalStorage
 from distributor_dagster.upload_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, upload, write_setup
@@ -19,36 +17,49 @@ from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def test_dagster_mode_stages_and_the_publish_run_reports_through_the_helpers(tmp_path: Path) -> None:
+@pytest.mark.dagster
+def test_dagster_mode_stages_and_the_publish_job_publishes_and_reports_the_upload(tmp_path: Path) -> None:
+    """The whole path: the server only stages; the uploads sensor requests one run per upload; the
+    real publish job publishes it and records its status and report, which ``GET /runs`` shows."""
+    dg = pytest.importorskip("dagster")
+    from distributor_dagster import build_definitions
+
     setup = write_setup(tmp_path / "site")
+    defs = build_definitions(setup.config_path, environ=setup.environ)
     lookups: list[str] = []
+    with dg.instance_for_test() as instance:
+        dagster_lookup = DagsterRunLookup(instance)
 
-    def lookup(run_id: str) -> tuple[str, str | None, str] | None:
-        lookups.append(run_id)
-        return None
+        def lookup(run_id: str) -> tuple[str, str | None, str] | None:
+            lookups.append(run_id)
+            return dagster_lookup(run_id)
 
-    with serve_setup(setup, publisher="dagster", lookup_dagster_run=lookup) as server, server.client() as http:
-        ids = [upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"] for _ in range(2)]
-        assert http.get(f"/runs/{ids[0]}", headers=AUTH).json()["status"] == "accepted"
-        assert lookups == [ids[0]]
+        with serve_setup(setup, publisher="dagster", lookup_dagster_run=lookup) as server, server.client() as http:
+            ids = [upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"] for _ in range(2)]
+            assert http.get(f"/runs/{ids[0]}", headers=AUTH).json()["status"] == "accepted"  # no run yet
+            assert lookups == [ids[0]]
+            assert published(setup.destinations["reports/dest1"]) == {}  # the server only stages
+
+            sensor = defs.resolve_sensor_def("uploads_reports")
+            ticked = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+            assert [request.run_key for request in ticked.run_requests] == ids  # one run per upload
+            first = ticked.run_requests[0]
+            result = defs.resolve_job_def("publish_reports").execute_in_process(
+                run_config=first.run_config, tags=first.tags, instance=instance
+            )
+            assert result.success
+            (materialization,) = result.asset_materializations_for_node("reports")
+            assert materialization.asset_key == dg.AssetKey(["reports", "dest1"])
+            assert materialization.metadata["action"].value == "publish_new"
+
+            view = http.get(f"/runs/{ids[0]}", headers=AUTH).json()
+            assert view["status"] == "succeeded" and view["dagster_run_id"] == result.run_id
+            assert [action["action"] for action in view["report"]["actions"]] == ["publish_new"]
+            assert lookups == [ids[0]]  # a finished record is answered from disk, not from Dagster
+            assert http.get(f"/runs/{ids[1]}", headers=AUTH).json()["status"] == "accepted"
         staging = setup.staging("reports")
-        # what the upload sensor sees: accepted records, admission order, no hashing
-        pending = sg.list_records(staging, statuses={"accepted"})
-        assert [r.run_id for r in pending] == ids
-        assert [r.bundle_id for r in pending] == ["reports.daily", "reports.daily"]
-        # what the publish run does
-        record = sg.mark_running(staging, ids[0], dagster_run_id="dagster-1")
-        assert (record.status, record.dagster_run_id) == ("running", "dagster-1")
-        report = publish_source_bundle(setup.config, "reports", LocalStorage(sg.bundle_dir(staging, ids[0])), "",
-                                       env=setup.env)
-        finished = sg.mark_finished(staging, ids[0], report=report, dagster_run_id="dagster-1")
-        assert finished.status == "succeeded" and finished.error == ""
-        assert not sg.bundle_dir(staging, ids[0]).exists()
-        view = http.get(f"/runs/{ids[0]}", headers=AUTH).json()
-        assert view["status"] == "succeeded" and view["dagster_run_id"] == "dagster-1"
-        assert view["report"]["actions"][0]["action"] == "publish_new"
-        assert lookups == [ids[0]]  # a finished record is answered from disk
-        assert [r.run_id for r in sg.list_records(staging, statuses={"accepted"})] == [ids[1]]
+        assert not sg.bundle_dir(staging, ids[0]).exists()  # published: the staged copy is gone
+        assert sg.bundle_dir(staging, ids[1]).is_dir()
     assert published(setup.destinations["reports/dest1"]) == {"report.md": REPORT, "summary.txt": SUMMARY}
 
 

@@ -173,11 +173,11 @@ def test_validation_with_a_cache_records_and_still_reports_the_first_broken_file
     manifest = load_source_manifest(storage, "b")
     cache = vc.ValidationCache(str(root), None, checked_ns=time.time_ns() + 10 * S)
     with pytest.raises(BundleValidationError, match=r"file two\.txt sha256"):
-        validate_source_bundle(storage, "b", manifest, cache=cache, manifest_checked=True)
+        validate_source_bundle(storage, "b", manifest, cache=cache)
     assert set(cache._new) == {"b/one.txt"}  # checked before the broken file; nothing after it
     (root / "b" / "two.txt").write_bytes(b"two\n")
     cache = vc.ValidationCache(str(root), None, checked_ns=time.time_ns() + 10 * S)
-    validate_source_bundle(storage, "b", manifest, cache=cache, manifest_checked=True)
+    validate_source_bundle(storage, "b", manifest, cache=cache)
     assert set(cache._new) == {"b/one.txt", "b/two.txt", "b/three.txt"}
     assert cache.misses == 3 and cache.hits == 0
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from distributor_core.app.run import RunEvent, RunOptions, SetupError, run_config
-from distributor_core.app.run import UsageError as RunUsageError
+from distributor_core.app.run import RunEvent, RunOptions, RunSelectionError, SetupError, run_config
 from distributor_core.cli.errors import CommandError, UsageError
 from distributor_core.cli.output import Progress
 from distributor_core.cli.spec import Command, Flag, Invocation
@@ -71,7 +70,7 @@ def run(inv: Invocation) -> int:
     options.events = view if view.enabled else None
     try:
         report = run_config(config, options)
-    except RunUsageError as exc:
+    except RunSelectionError as exc:
         raise UsageError(str(exc)) from None
     except (ConfigLookupError, SetupError) as exc:
         raise CommandError(str(exc)) from None

@@ -17,9 +17,7 @@ def run(inv: Invocation) -> int:
             try:
                 manifest = load_source_manifest(selection.storage, bundle)
                 with inv.out.progress(f"validating {path}", manifest.total_size) as progress:
-                    validate_source_bundle(
-                        selection.storage, bundle, manifest, progress=progress, manifest_checked=True
-                    )
+                    validate_source_bundle(selection.storage, bundle, manifest, progress=progress)
             except _bundles.BUNDLE_ERRORS as exc:
                 _bundles.report_invalid(inv, outcome, path, exc)
                 continue

@@ -79,8 +79,6 @@ class Publication(msgspec.Struct, frozen=True):
     republish: bool = False
     #: handed through to the plan untouched (validated source bytes for execution)
     source_content: Any = None
-    #: the caller validated ``manifest`` (``PlanRequest.manifest_validated``), handed through
-    manifest_validated: bool = False
 
 
 
@@ -108,16 +106,13 @@ def prepare(
     force: bool = False,
     republish: bool = False,
     source_content: Any = None,
-    manifest_validated: bool = False,
 ) -> Publication:
     """Outputs, links and bundle path of a publication (§4.4). ``manifest`` is the validated
     source manifest; ``generated`` the HTML outputs :func:`~distributor_core.plan.outputs.render_markdown`
     made from the Markdown sources :func:`~distributor_core.plan.outputs.markdown_sources` named."""
     policy = check_request(pipeline_id, destination_id, policy)
     bundle_path = bundle_path_for(policy, source_bundle_path)
-    outputs = build_outputs(
-        manifest_files=manifest.files, policy=policy, generated=generated, manifest_validated=manifest_validated
-    )
+    outputs = build_outputs(manifest=manifest, policy=policy, generated=generated)
     outputs, primary_url = apply_links(outputs, bundle_path=bundle_path, policy=policy)
     return Publication(
         pipeline_id=pipeline_id,
@@ -131,7 +126,6 @@ def prepare(
         force=force,
         republish=republish,
         source_content=source_content,
-        manifest_validated=manifest_validated,
     )
 
 
@@ -227,7 +221,6 @@ def decide(publication: Publication, facts: DestinationFacts) -> Plan | FactRequ
         deletes=draft.deletes,
         merge_retention=draft.merge_retention,
         source_content=pub.source_content,
-        manifest_validated=pub.manifest_validated,
     )
 
 
@@ -422,3 +415,14 @@ def _force_deletes(pub: Publication, facts: DestinationFacts, draft: _Draft) -> 
             deletes.append(relative)
     draft.deletes = tuple(deletes)
     return None
+
+
+__all__ = [
+    "FORCE_WALK_LIMIT",
+    "REPLACE_CHECK_SLACK",
+    "Publication",
+    "check_request",
+    "current_owner_records",
+    "decide",
+    "prepare",
+]

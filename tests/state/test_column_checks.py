@@ -1,5 +1,6 @@
-"""The whole-list checks of ``state.fastcheck`` never accept what the exact rules refuse, and the
-fast digest is byte-for-byte the canonical one (performance shortcuts, issue 8)."""
+"""The whole-column checks of the manifest and state rules (``bundle.columns``,
+``state.validate.http_urls_valid``, ``paths.bundle_paths_valid``) never accept what the exact rules
+refuse, and the digest of valid records is byte-for-byte the canonical one."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distributor_core import paths as lp
 from distributor_core.bundle import (
     Manifest,
     ManifestError,
     ManifestFile,
     bundle_digest,
+    columns,
     digest_problem,
     source_path_problem,
 )
 from distributor_core.bundle.validate import validate_manifest
-from distributor_core.state import fastcheck
-from distributor_core.state.validate import check_http_url
+from distributor_core.state.validate import check_http_url, http_urls_valid
 
 _PIECES = [
     "a", "b", 'q"', "\u2029",
@@ -33,28 +35,28 @@ _texts = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_texts, min_size=1, max_size=4))
 def test_bundle_paths_valid_only_for_valid_paths(paths: list[str]) -> None:
-    if fastcheck.bundle_paths_valid(paths):
+    if lp.bundle_paths_valid(paths):
         assert all(source_path_problem(p) is None for p in paths)
 
 
 def test_bundle_paths_valid_accepts_ordinary_paths() -> None:
-    assert fastcheck.bundle_paths_valid(["report.md", "data/2026/part-01.csv", "é/x y.txt", ".github/a"])
+    assert lp.bundle_paths_valid(["report.md", "data/2026/part-01.csv", "é/x y.txt", ".github/a"])
     for bad in ["", "/a", "a/", "a//b", "a/./b", "a/..", "a\nb", "x/manifest.json", ".distributor.json"]:
-        assert not fastcheck.bundle_paths_valid(["ok", bad])
+        assert not lp.bundle_paths_valid(["ok", bad])
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(["http", "HTTPS", "://", "a", ".", ":", "80", "99999", "/", "?", "#", " ", "\n", "[",
                                  "@", "é", "\t", "-"]), max_size=8).map("".join))
 def test_http_urls_valid_only_for_valid_urls(url: str) -> None:
-    if fastcheck.http_urls_valid([url]):
+    if http_urls_valid([url]):
         assert check_http_url(url) is None
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(["sha256:", "0" * 64, "a" * 64, "A" * 64, "\n", "x", "0"]), max_size=4).map("".join))
 def test_digests_valid_only_for_digests(value: str) -> None:
-    if fastcheck.digests_valid([value, "sha256:" + "0" * 64]):
+    if columns.digests_valid([value, "sha256:" + "0" * 64]):
         assert digest_problem(value) is None
 
 
@@ -66,10 +68,9 @@ def test_fast_digest_is_the_canonical_digest(rows: list[tuple[str, int]]) -> Non
         expected = bundle_digest(files)
     except UnicodeEncodeError:  # surrogates cannot be hashed either way
         return
-    assert fastcheck.bundle_digest_fast(files) == expected
-    assert fastcheck.bundle_digest_valid_records(files) == expected
+    assert columns.bundle_digest_valid_records(files) == expected
     if all(source_path_problem(p) is None for p, _ in rows):  # columns: valid records only
-        assert fastcheck._digest_of_columns([f.path for f in files], [f.sha256 for f in files],
+        assert columns._digest_of_columns([f.path for f in files], [f.sha256 for f in files],
                                             [f.size for f in files]) == expected
 
 
@@ -77,7 +78,7 @@ def test_manifest_valid_agrees_with_validate_manifest() -> None:
     files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c.txt", "sha256:" + "2" * 64, 0))
     good = Manifest(1, "id", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
     validate_manifest(good)
-    assert fastcheck.manifest_valid(good)
+    assert columns.manifest_valid(good)
     broken = [
         Manifest(1, "id", "sha256:" + "0" * 64, good.created, files),  # digest mismatch
         Manifest(1, "", good.digest, good.created, files),
@@ -89,7 +90,7 @@ def test_manifest_valid_agrees_with_validate_manifest() -> None:
         Manifest(1, "id", good.digest, good.created, ()),
     ]
     for manifest in broken:
-        assert not fastcheck.manifest_valid(manifest)
+        assert not columns.manifest_valid(manifest)
 
 
 # ---------------------------------------------------------------------------- parse parity
@@ -154,7 +155,7 @@ def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
     from distributor_core.state import codec, parse_state_document
 
     text = _state_text(outputs)
-    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), (), plain_strings=False))
+    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), None, plain_strings=False))
     assert _outcome(parse_state_document, text) == generic
     assert _outcome(parse_state_document, text.encode("utf-8")) == generic
 
@@ -190,13 +191,14 @@ def test_typed_decoding_gives_the_exact_decoders_result(monkeypatch) -> None:
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
         assert _outcome(parse_state_document, text) == exact, text
         assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == exact, text
-        typed_ok += codec._single_owner_typed(text, ()) is not None
+        typed_ok += codec._single_owner_typed(text, None) is not None
     assert typed_ok >= 5  # the typed path did read the plain ones (most variants are invalid)
     # a recorded manifest equal to one the caller validated is that object on this path too
     text = _state_text([_VARIANTS[0]])
-    recorded = codec._single_owner_typed(text, ()).manifest
+    recorded = codec._single_owner_typed(text, None).manifest
     same = Manifest(recorded.schema_version, recorded.id, recorded.digest, recorded.created, recorded.files)
-    assert codec._single_owner_typed(text, (same,)).manifest is same
+    same = validate_manifest(same)
+    assert codec._single_owner_typed(text, same).manifest is same
 
 
 def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
@@ -215,48 +217,35 @@ def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
         + b'", "size": 3}]}'
     )
     assert same == recorded and same is not recorded
-    reused = _outcome(lambda: parse_state_document(text, valid_manifests=(same,)))
+    reused = _outcome(lambda: parse_state_document(text, source_manifest=same))
     assert reused == plain and reused[1].manifest is same
     later = Manifest(1, same.id, same.digest, same.created + timedelta(seconds=1), same.files)
-    other = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))
+    other = _outcome(lambda: parse_state_document(text, source_manifest=later))
     assert other == plain and other[1].manifest is not later
     # a recorded manifest that no valid one describes is validated: a broken one still fails
     broken_text = text.replace(recorded.digest, "sha256:" + "f" * 64)
     baseline = _outcome(parse_state_document, broken_text)
     assert baseline[0] == "error" and "digest" in baseline[1]
-    assert _outcome(lambda: parse_state_document(broken_text, valid_manifests=(same,))) == baseline
+    assert _outcome(lambda: parse_state_document(broken_text, source_manifest=same)) == baseline
 
 
-def test_validation_has_no_memo_and_takes_the_validated_manifests_as_an_argument(monkeypatch) -> None:
-    """Issue 16 item 5: no identity memo; a manifest accepted once is checked again unless the
-    caller passes it as already validated."""
-
+def test_a_parsed_manifest_is_a_valid_manifest_and_stays_one() -> None:
+    """Validity is the manifest's type (issue 27): what a parse returns is a ``ValidManifest``,
+    a copy of one is checked when it is made, and a state holding a plain manifest is checked
+    when it is written."""
+    from distributor_core.bundle import ValidManifest
     from distributor_core.state import StateError, marshal_state, parse_state_document
 
-    assert not hasattr(fastcheck, "_RECENT_VALID")
     state = parse_state_document(_state_text([_VARIANTS[0]]))
-    assert fastcheck.manifest_valid(state.manifest)
-    calls: list[object] = []
-    original = fastcheck.manifest_valid
-
-    def counting(manifest: object) -> bool:
-        calls.append(manifest)
-        return original(manifest)
-
-    monkeypatch.setattr(fastcheck, "manifest_valid", counting)
-    marshal_state(state)
-    assert len(calls) == 1 and calls[0] is state.manifest  # asked again: nothing remembered it
-    calls.clear()
-    marshal_state(state, valid_manifests=(state.manifest,))
-    assert calls == []  # the caller said it is valid
-    # an equal but different object is not the one the caller vouched for
-    copy = msgspec.structs.replace(state.manifest, files=tuple(state.manifest.files))
-    marshal_state(msgspec.structs.replace(state, manifest=copy), valid_manifests=(state.manifest,))
-    assert len(calls) == 1 and calls[0] is copy
-    # and a broken manifest the caller did not vouch for still fails
-    broken = msgspec.structs.replace(state.manifest, digest="sha256:" + "f" * 64)
+    assert isinstance(state.manifest, ValidManifest)
+    with pytest.raises(ManifestError, match="digest does not match files"):
+        msgspec.structs.replace(state.manifest, digest="sha256:" + "f" * 64)
+    plain = Manifest(*(getattr(state.manifest, name) for name in state.manifest.__struct_fields__))
+    assert plain == state.manifest and not isinstance(plain, ValidManifest)
+    assert marshal_state(msgspec.structs.replace(state, manifest=plain)) == marshal_state(state)
+    broken = Manifest(plain.schema_version, plain.id, "sha256:" + "f" * 64, plain.created, plain.files)
     with pytest.raises(StateError, match="digest"):
-        marshal_state(msgspec.structs.replace(state, manifest=broken), valid_manifests=(state.manifest,))
+        marshal_state(msgspec.structs.replace(state, manifest=broken))
 
 
 _MANIFEST_VARIANTS = [
@@ -285,15 +274,15 @@ def test_typed_manifest_with_the_files_of_a_valid_one_is_the_exact_result(monkey
 
     base = _state_text([_VARIANTS[0]])
     recorded = parse_state_document(base).manifest
-    later = Manifest(1, "b", recorded.digest, recorded.created + timedelta(days=1), recorded.files)
+    later = validate_manifest(Manifest(1, "b", recorded.digest, recorded.created + timedelta(days=1), recorded.files))
     shared = 0
     for change in _MANIFEST_VARIANTS:
         text = change(base)
         text = text.replace(recorded.digest, bundle_digest(_files_of(text))) if "b.md" in text else text
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
-        exact = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        exact = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
         monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
-        typed_result = _outcome(lambda: parse_state_document(text, valid_manifests=(later,)))  # noqa: B023
+        typed_result = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
         assert typed_result == exact, text
         ok = typed_result[0] == "ok"
         if ok and typed_result[1].manifest.files == later.files and typed_result[1].manifest.created != later.created:
@@ -313,7 +302,7 @@ def test_manifest_columns_valid_agrees_with_validate_manifest() -> None:
     files = (ManifestFile("a.md", "sha256:" + "1" * 64, 3), ManifestFile("b/c", "sha256:" + "2" * 64, 0))
     good = Manifest(1, "b", bundle_digest(files), datetime(2026, 1, 1, tzinfo=UTC), files)
     validate_manifest(good)
-    assert fastcheck.manifest_valid(good)
+    assert columns.manifest_valid(good)
     for bad in (
         Manifest(2, "b", good.digest, good.created, files),
         Manifest(1, "", good.digest, good.created, files),
@@ -323,6 +312,6 @@ def test_manifest_columns_valid_agrees_with_validate_manifest() -> None:
         Manifest(1, "b", good.digest, good.created, (files[0], files[0])),
         Manifest(1, "b", good.digest, good.created, ()),
     ):
-        assert not fastcheck.manifest_valid(bad)
+        assert not columns.manifest_valid(bad)
         with pytest.raises(ManifestError):
             validate_manifest(bad)
