@@ -101,10 +101,14 @@ def _check_backend(cfg: Any, env: Environment, context: str) -> None:
             resolve_s3_credentials(cfg, env, context=context)
         except SecretError as exc:
             raise SetupError(str(exc)) from None
-    elif backend == "ssh" and cfg.private_key_file is not None:
-        path = os.path.expanduser(os.fspath(cfg.private_key_file))
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            raise SetupError(f"{context}: cannot read private key file {path}: {exc.strerror or exc}") from None
+    elif backend == "ssh":
+        files = (("private key file", cfg.private_key_file), ("ssh_config_file", getattr(cfg, "ssh_config_file", None)))
+        for label, value in files:
+            if value is None:
+                continue
+            path = os.path.expanduser(os.fspath(value))
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                raise SetupError(f"{context}: cannot read {label} {path}: {exc.strerror or exc}") from None

@@ -131,3 +131,20 @@ def test_a_full_remote_disk(sshd_server: SSHDServer, tmp_path: Path, small_disk:
         assert not [name for name in leftovers if name.startswith(".distributor-tmp-")], leftovers
     # OpenSSH's sftp-server reports ENOSPC as the generic SSH_FX_FAILURE ("Failure")
     _same(outcomes, r"write ssh \S+: other: Failure")
+
+
+def test_an_unreadable_ssh_config_file_fails_before_planning(sshd_server: SSHDServer, tmp_path: Path) -> None:
+    missing = tmp_path / "no_ssh_config"
+    root = sshd_server.make_sftp_root()
+    code, text = _publish(tmp_path, sshd_server, root, "openssh", ssh_config_file=missing)
+    assert code == 1
+    assert f"distributor: pipeline reports destination sftp: cannot read ssh_config_file {missing}" in text
+    assert list(root.iterdir()) == []
+
+
+def test_a_refused_ssh_option_is_a_config_error(sshd_server: SSHDServer, tmp_path: Path) -> None:
+    root = sshd_server.make_sftp_root()
+    code, text = _publish(tmp_path, sshd_server, root, "openssh", ssh_options="{StrictHostKeyChecking: 'no'}")
+    assert code != 0
+    assert "pipelines[0].destinations[0].ssh_options.StrictHostKeyChecking is refused" in text
+    assert list(root.iterdir()) == []
