@@ -184,6 +184,26 @@ class PipeChannel:
             except (BrokenPipeError, ValueError):
                 self._ended()
 
+    def send_all(self, parts: tuple[bytes | memoryview, ...]) -> None:
+        """Send every byte of ``parts`` in order, gathered by ``writev`` (no joined copy)."""
+        views = [memoryview(part) for part in parts if len(part)]
+        while views:
+            try:
+                sent = os.writev(self._out, views)
+            except BlockingIOError:
+                self._wait(self._writable, "take more data")
+                continue
+            except (BrokenPipeError, ValueError):
+                self._ended()
+            while sent:
+                first = views[0]
+                if sent >= len(first):
+                    sent -= len(first)
+                    views.pop(0)
+                else:
+                    views[0] = first[sent:]
+                    sent = 0
+
     def recv(self, size: int) -> bytes:
         buffer, position = self._buffer, self._position
         if position < len(buffer):
