@@ -119,6 +119,7 @@ def audit_bundle(
         destination_id=target.destination.id,
         backend=target.backend,
         root_path=target.root_path,
+        root_text=target.root_text,
         bundle_path=bundle_path,
         warnings=warnings,
         state_schema=document.schema_version,

@@ -76,6 +76,7 @@ def _report(target: Target, bundle_path: str, plan: PrunePlan, *, dry_run: bool)
         destination_id=target.destination.id,
         backend=target.backend,
         root_path=target.root_path,
+        root_text=target.root_text,
         bundle_path=bundle_path,
         owner_scope=plan.owner_scope,
         enabled=plan.enabled,

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from distributor_core.app import refusal as refusals
 from distributor_core.app.policy import destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
 from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, RunSelectionError
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle, select_newest
 from distributor_core.storage.base import Storage
+from distributor_core.storage.errors import StorageError
 
 if TYPE_CHECKING:
     # the write protocol (plan, state, execute) is imported by publish_to, when there is a bundle
@@ -151,6 +153,30 @@ def invalid_entry(pipeline: Pipeline, destination: Destination, path: str, error
         reconciliation_mode=policy.reconciliation_mode,
         status="failed",
         error=error,
+        refusal=refusals.for_invalid_bundle(pipeline.source, path),
+    )
+
+
+def outcome_refusal(
+    destination: Destination, target: Storage | None, outcome: PublishOutcome
+) -> refusals.Refusal | None:
+    """Where and how to fix a failed publication (``None`` when it did not fail, or failed for a
+    reason without a remedy of its own). A ``fail_unmanaged`` plan lists the files in the way."""
+    if not outcome.failed:
+        return None
+    plan = outcome.plan
+    if plan is not None and plan.action.failed:
+        listing, truncated = None, False
+        if target is not None and plan.action.value == "fail_unmanaged":
+            try:
+                listing, truncated = refusals.unmanaged_listing(target, plan)
+            except StorageError:  # the refusal stands without its listing; it names the path it saw
+                listing = None
+        return refusals.for_plan(plan, destination.storage, listing, listing_truncated=truncated)
+    request = outcome.request
+    return refusals.for_destination_error(
+        destination.storage, outcome.error_kind, request.pipeline_id, request.destination_id,
+        plan.bundle_path if plan is not None else request.bundle_path,
     )
 
 
@@ -170,7 +196,10 @@ def publish_to(
     try:
         target = pool.get(pipeline, destination)
     except Exception as exc:  # remembered by the pool: every bundle reports the same failure
-        return action_entry(pipeline, destination, bundle, None, error=str(exc))
+        entry = action_entry(pipeline, destination, bundle, None, error=str(exc))
+        kind = getattr(getattr(exc, "kind", None), "value", "")
+        entry.refusal = refusals.for_destination_error(destination.storage, kind, pipeline.id, destination.id)
+        return entry
     request = PlanRequest(
         pipeline_id=pipeline.id,
         destination_id=destination.id,
@@ -199,7 +228,9 @@ def publish_to(
         progress=on_progress if events is not None else None,
         lock_wait=options.lock_wait,
     )
-    return action_entry(pipeline, destination, bundle, outcome)
+    entry = action_entry(pipeline, destination, bundle, outcome)
+    entry.refusal = outcome_refusal(destination, target, outcome)
+    return entry
 
 
 def plan_destination(

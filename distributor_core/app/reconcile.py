@@ -137,6 +137,7 @@ def reconcile_bundle(
             destination_id=target.destination.id,
             backend=target.backend,
             root_path=target.root_path,
+            root_text=target.root_text,
             bundle_path=bundle_path,
             recovery=guard.recovery,
             warnings=list(guard.warnings),

@@ -61,6 +61,8 @@ class ReportHeader(msgspec.Struct):
     backend: str
     root_path: str
     bundle_path: str = ""
+    #: the root as the text line shows it (absolute for a local root); JSON keeps ``root_path``
+    root_text: str = ""
 
     def _head(self, *, with_bundle_path: bool) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -76,7 +78,7 @@ class ReportHeader(msgspec.Struct):
     def _where(self, *, with_bundle: bool) -> str:
         text = (
             f"pipeline={self.pipeline_id} destination={self.destination_id} "
-            f"backend={self.backend} root={self.root_path}"
+            f"backend={self.backend} root={self.root_text or self.root_path}"
         )
         if self.bundle_path or with_bundle:
             text += f" bundle={lp.display_path(self.bundle_path)}"

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from distributor_core import paths as lp
+from distributor_core.app.refusal import Refusal
 from distributor_core.plan.model import ACTION_ORDER
 from distributor_core.structeq import compare_without
+from distributor_core.textfmt import record_line
 
 if TYPE_CHECKING:
     from distributor_core.execute.publish import PublishOutcome
@@ -36,6 +38,8 @@ class ActionReport(msgspec.Struct):
     recovery: dict[str, Any] | None = None
     planned_action: str | None = None
     warnings: list[str] = msgspec.field(default_factory=list)
+    #: where and how to fix a refusal or failure (``refusal`` in JSON, a ``Refusal:`` text line)
+    refusal: Refusal | None = None
     #: the outcome this entry was made from (not serialised); Dagster reads plans from it
     outcome: PublishOutcome | None = None
 
@@ -72,7 +76,15 @@ class ActionReport(msgspec.Struct):
             data["planned_action"] = self.planned_action
         if self.warnings:
             data["warnings"] = list(self.warnings)
+        if self.refusal is not None:
+            data["refusal"] = self.refusal.to_dict()
         return data
+
+    def failure_text(self) -> str:
+        """The error with the facts an operator acts on: root, paths, remedy, docs link."""
+        if self.refusal is None:
+            return self.error
+        return f"{self.error} ({self.refusal.sentence()})"
 
     def text_line(self, dry_run: bool) -> str:
         """``path`` is the source bundle path, ``destination_path`` the bundle path inside the
@@ -137,7 +149,12 @@ class RunReport(msgspec.Struct):
         return data
 
     def text_lines(self) -> list[str]:
-        lines = [entry.text_line(self.dry_run) for entry in self.actions]
+        lines = []
+        for entry in self.actions:
+            lines.append(entry.text_line(self.dry_run))
+            if entry.refusal is not None:
+                lines.append(record_line("Refusal", {"pipeline": entry.pipeline_id, "destination": entry.destination_id,
+                                                     **entry.refusal.fields()}))
         for entry in self.actions:
             if entry.recovery is not None:
                 lines.append(f"Recovery: pipeline={entry.pipeline_id} destination={entry.destination_id} "
@@ -151,7 +168,8 @@ class RunReport(msgspec.Struct):
     def error_message(self) -> str:
         """``<n> destination(s) failed: <p>/<d> [<bundle>]: <error>; ...`` (resolutions C2)."""
         failed = self.failed_actions
-        parts = [f"{a.pipeline_id}/{a.destination_id} [{lp.display_path(a.bundle_path)}]: {a.error}" for a in failed]
+        parts = [f"{a.pipeline_id}/{a.destination_id} [{lp.display_path(a.bundle_path)}]: {a.failure_text()}"
+                 for a in failed]
         message = f"{len(failed)} destination(s) failed: " + "; ".join(parts) if failed else ""
         pipeline_errors = [f"pipeline {p.id}: {p.error}" for p in self.pipelines if p.error and not any(
             a.pipeline_id == p.id and a.failed for a in failed)]

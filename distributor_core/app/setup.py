@@ -22,6 +22,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from distributor_core.app import refusal as refusals
+from distributor_core.app.refusal import Refusal
 from distributor_core.config import Destination, Environment, Pipeline
 from distributor_core.config.errors import SecretError
 from distributor_core.config.secrets import resolve_s3_credentials
@@ -30,17 +32,24 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 
 
 class SetupError(Exception):
-    """A run cannot start: a source root is missing or a credential does not resolve."""
+    """A run cannot start: a source root is missing or a credential does not resolve.
 
-    def __init__(self, message: str) -> None:
+    ``refusal`` says where and how to fix it (:mod:`distributor_core.app.refusal`);
+    :meth:`detailed` is the message with those facts."""
+
+    def __init__(self, message: str, refusal: Refusal | None = None) -> None:
         self.message = message
+        self.refusal = refusal
         super().__init__(message)
 
     def __str__(self) -> str:
         return self.message
 
+    def detailed(self) -> str:
+        return f"{self.message} ({self.refusal.sentence()})" if self.refusal is not None else self.message
+
     def __reduce__(self) -> tuple[object, ...]:  # survives pickling (Dagster run workers)
-        return (self.__class__, (self.message,))
+        return (self.__class__, (self.message, self.refusal))
 
 
 def source_location(source: Any) -> str:
@@ -69,10 +78,12 @@ def check_source_root(pipeline: Pipeline, storage: Storage) -> None:
     except StorageError as exc:
         if exc.kind is ErrorKind.NOT_FOUND:
             detail = _not_found_detail(pipeline, exc)
-            raise SetupError(f"pipeline {pipeline.id} source path {where} not found{detail}") from None
+            raise SetupError(f"pipeline {pipeline.id} source path {where} not found{detail}",
+                             refusals.missing_source_root(pipeline.source)) from None
         raise
     if entry.type != "directory":
-        raise SetupError(f"pipeline {pipeline.id} source path {where} is not a directory")
+        raise SetupError(f"pipeline {pipeline.id} source path {where} is not a directory",
+                         refusals.missing_source_root(pipeline.source))
 
 
 def _not_found_detail(pipeline: Pipeline, exc: StorageError) -> str:
@@ -100,15 +111,23 @@ def _check_backend(cfg: Any, env: Environment, context: str) -> None:
         try:
             resolve_s3_credentials(cfg, env, context=context)
         except SecretError as exc:
-            raise SetupError(str(exc)) from None
-    elif backend == "ssh":
-        files = (("private key file", cfg.private_key_file), ("ssh_config_file", getattr(cfg, "ssh_config_file", None)))
-        for label, value in files:
-            if value is None:
-                continue
-            path = os.path.expanduser(os.fspath(value))
-            try:
-                with open(path, "rb"):
-                    pass
-            except OSError as exc:
-                raise SetupError(f"{context}: cannot read {label} {path}: {exc.strerror or exc}") from None
+            names = (cfg.credentials.access_key_id_env, cfg.credentials.secret_access_key_env) \
+                if cfg.credentials is not None else ()
+            secret = next((name for name in names if name in exc.message), "")
+            raise SetupError(str(exc), refusals.missing_credential(cfg, secret=secret)) from None
+    elif backend == "ssh" and cfg.private_key_file is not None:
+        path = os.path.expanduser(os.fspath(cfg.private_key_file))
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SetupError(f"{context}: cannot read private key file {path}: {exc.strerror or exc}",
+                             refusals.missing_credential(cfg, key_file=path)) from None
+    if backend == "ssh" and getattr(cfg, "ssh_config_file", None) is not None:
+        path = os.path.expanduser(os.fspath(cfg.ssh_config_file))
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SetupError(f"{context}: cannot read ssh_config_file {path}: {exc.strerror or exc}",
+                             refusals.missing_credential(cfg, config_file=path)) from None

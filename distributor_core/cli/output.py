@@ -4,34 +4,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from distributor_core.jsonfmt import dumps_indented, go_json_string
+from distributor_core.jsonfmt import dumps_indented
+from distributor_core.textfmt import format_value, record_line
 
 PROGRAM = "distributor"
 
-_NEEDS_QUOTES = frozenset(' \t\r\n"\\')
-
-
-def format_value(value: Any) -> str:
-    """One ``key=value`` value: booleans lower-case, strings quoted (Go style) only when they are
-    empty or contain whitespace, quotes, backslashes or control characters."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return '""'
-    text = str(value)
-    if text == "" or any(ch in _NEEDS_QUOTES or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        return go_json_string(text)
-    return text
-
-
-def record_line(label: str, fields: Mapping[str, Any]) -> str:
-    """``<Label>: k=v k=v`` — the text style of every report line."""
-    pairs = " ".join(f"{key}={format_value(value)}" for key, value in fields.items())
-    return f"{label}: {pairs}" if pairs else f"{label}:"
-
+__all__ = ["PROGRAM", "Output", "Progress", "envelope", "format_value", "human_bytes", "record_line"]
 
 def envelope(
     command: str,
@@ -40,12 +21,15 @@ def envelope(
     ok: bool = True,
     error: str | None = None,
     warnings: list[str] | None = None,
+    refusal: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON envelope: ``command``, ``ok``, ``error`` and ``warnings`` (omitted when empty), then
-    ``result``."""
+    """The JSON envelope: ``command``, ``ok``, ``error``, ``refusal`` (where and how to fix a
+    failure that stopped the command) and ``warnings`` (omitted when empty), then ``result``."""
     doc: dict[str, Any] = {"command": command, "ok": ok}
     if error:
         doc["error"] = error
+    if refusal:
+        doc["refusal"] = refusal
     if warnings:
         doc["warnings"] = list(warnings)
     doc["result"] = result
@@ -163,8 +147,9 @@ class Output:
         ok: bool = True,
         error: str | None = None,
         warnings: list[str] | None = None,
+        refusal: dict[str, Any] | None = None,
     ) -> None:
-        self.emit_json(envelope(self.command, result, ok=ok, error=error, warnings=warnings))
+        self.emit_json(envelope(self.command, result, ok=ok, error=error, warnings=warnings, refusal=refusal))
 
     def progress_enabled(self) -> bool:
         return not self.json and _is_tty(self.stderr)

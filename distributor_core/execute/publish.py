@@ -44,6 +44,8 @@ class PublishOutcome(msgspec.Struct):
     error: str = ""
     warnings: list[str] = msgspec.field(default_factory=list)
     first_plan: Plan | None = None
+    #: the storage error kind of a failure (``unavailable``, ``conflict``, ...; "" otherwise)
+    error_kind: str = ""
 
     @property
     def failed(self) -> bool:
@@ -62,7 +64,7 @@ def plan_only(request: PlanRequest) -> PublishOutcome:
     try:
         plan = build_plan(request)
     except DESTINATION_ERRORS as exc:
-        return PublishOutcome(request, "failed", error=str(exc))
+        return PublishOutcome(request, "failed", error=str(exc), error_kind=_kind(exc))
     if plan.action.failed:
         return PublishOutcome(request, "failed", plan=plan, error=plan.error or "")
     return PublishOutcome(request, "skipped" if plan.action.skipped else "planned", plan=plan)
@@ -130,4 +132,9 @@ def publish(
             outcome.warnings.extend(execution.warnings)
             return outcome
     except DESTINATION_ERRORS as exc:
-        return PublishOutcome(request, "failed", plan=plan, recovery=recovery, error=str(exc))
+        return PublishOutcome(request, "failed", plan=plan, recovery=recovery, error=str(exc), error_kind=_kind(exc))
+
+
+def _kind(exc: Exception) -> str:
+    kind = getattr(exc, "kind", None) if isinstance(exc, StorageError) else None
+    return str(kind.value) if kind is not None else ""

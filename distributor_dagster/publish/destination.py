@@ -36,6 +36,7 @@ from distributor_dagster.checks import (
     run_partition_keys,
 )
 from distributor_dagster.describe import root_uri
+from distributor_dagster.failure import failure
 from distributor_dagster.names import DestinationNames, PipelineNames
 from distributor_dagster.partitions import bundle_key
 from distributor_dagster.publish.events import Provenance, destination_events, partition_events
@@ -144,12 +145,14 @@ def publish_op(
         problems = yield from evaluate_checks(
             context, site, pipeline, destination, names, check_outputs, validated, result if publishing else None
         )
-        failures = [f"{item.label}: {entry.error}" for item, entry in result.entries if entry.failed]
+        failed = [entry for _, entry in result.entries if entry.failed]
+        failures = [f"{item.label}: {entry.failure_text()}" for item, entry in result.entries if entry.failed]
         if result.error:
             failures.append(result.error)
         if failures or problems:
-            raise dg.Failure(
-                description="; ".join(failures + [f"blocking check failed: {p}" for p in problems]),
+            raise failure(
+                "; ".join(failures + [f"blocking check failed: {p}" for p in problems]),
+                [entry.refusal for entry in failed],
                 metadata={"destination_id": destination.id, "destination_root": uri},
             )
 

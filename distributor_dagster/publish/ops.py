@@ -19,6 +19,7 @@ import dagster as dg
 
 from distributor_core import paths as lp
 from distributor_core.app.publication import TargetError, select_targets
+from distributor_core.app.refusal import for_invalid_bundle
 from distributor_core.app.run import CheckedBundle, check_bundles, find_bundles, open_sources
 from distributor_core.app.run_options import RunOptions
 from distributor_core.app.setup import SetupError
@@ -27,6 +28,7 @@ from distributor_core.storage.base import Storage
 from distributor_core.storage.factory import open_source_storage
 from distributor_core.storage.local import LocalStorage
 from distributor_dagster.checks import SOURCE_CHECK, bundle_outcome, run_partition_keys
+from distributor_dagster.failure import failure, refusal_metadata
 from distributor_dagster.names import GraphNames, PipelineNames
 from distributor_dagster.partitions import add_partitions, bundle_key, bundle_path, key_problem, keyed
 from distributor_dagster.publish import uploads
@@ -185,7 +187,7 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             with open_sources([(pipeline, targets)], site.environment(), dry_run=config.dry_run) as (source,):
                 paths = _bundle_items(context, site, pipeline, pnames, graph, config, source)
         except SetupError as exc:
-            raise dg.Failure(str(exc)) from None
+            raise failure(exc.detailed(), [exc.refusal]) from None
         context.log.info(
             f"{len(paths)} bundle(s) from the {pipeline.source.backend} source: "
             + (", ".join(lp.display_path(p) for p in paths[:50]) or "none") + (" ..." if len(paths) > 50 else "")
@@ -244,9 +246,12 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
             if checked.bundle is None:
                 message = checked.message if not item.upload_run_id else \
                     f"invalid upload {item.upload_run_id}: {checked.error}"
-                context.log.error(message)
+                refusal = for_invalid_bundle(item.source_root or pipeline.source, item.bundle_path,
+                                             getattr(checked.error, "path", ""))
+                context.log.error(f"{message} ({refusal.sentence()})")
                 invalid.append((item, message))
                 outcome = bundle_outcome(item.bundle_path, "", checked.error)
+                outcome.metadata.update(refusal_metadata([refusal]))
                 if item.upload_run_id:
                     uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, selection.dry_run,
                                  site.options.clock)

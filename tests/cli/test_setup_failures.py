@@ -19,6 +19,14 @@ from tests.bundle.conftest import make_bundle
 from tests.cli.conftest import run_script
 
 
+def _with_remedy(stderr: str, message: str, root: str, remedy: str, anchor: str) -> None:
+    """``run`` adds where and how to fix a setup failure (issue 25): ``distributor: <message>
+    (root <root>; ...remedy: ...; see docs/troubleshooting.md#<anchor>)``."""
+    assert stderr.startswith(f"distributor: {message} (root {root}"), stderr
+    assert remedy in stderr
+    assert stderr.endswith(f"; see docs/troubleshooting.md#{anchor})\n"), stderr
+
+
 def _config(tmp_path: Path, source_yaml: str, destinations_yaml: str | None = None) -> Path:
     destinations = destinations_yaml or "      - {id: archive, backend: local, path: out/archive}\n"
     config = tmp_path / "distributor.yml"
@@ -49,8 +57,16 @@ def test_missing_local_source_fails_run_validate_and_inspect(tmp_path: Path) -> 
     for args in (("run",), ("run", "--dry-run"), ("run", "--format", "json")):
         result = run_script(*args, "--config", str(config))
         assert result.returncode == 1, result.stdout
-        assert result.stderr == expected
-        assert result.stdout == ""
+        _with_remedy(result.stderr, f"pipeline reports source path {missing} not found", str(missing),
+                     "`source.path`", "missing-source-root")
+        if "json" in args:  # the non-ok envelope names the same facts
+            document = json.loads(result.stdout)
+            assert (document["ok"], document["result"]) == (False, None)
+            assert document["error"] == result.stderr.removeprefix("distributor: ").rstrip("\n")
+            assert document["refusal"]["class"] == "missing_source_root"
+            assert document["refusal"]["root"] == str(missing)
+        else:
+            assert result.stdout == ""
     # the setup check runs before any pipeline publishes: the healthy pipeline wrote nothing
     assert not (tmp_path / "out").exists()
 
@@ -70,7 +86,8 @@ def test_source_root_that_is_a_file_is_a_setup_failure(tmp_path: Path) -> None:
     config = _config(tmp_path, _local_source("spool-file"))
     result = run_script("run", "--config", str(config))
     assert result.returncode == 1
-    assert result.stderr == f"distributor: pipeline reports source path {tmp_path / 'spool-file'} is not a directory\n"
+    _with_remedy(result.stderr, f"pipeline reports source path {tmp_path / 'spool-file'} is not a directory",
+                 str(tmp_path / "spool-file"), "`source.path`", "missing-source-root")
 
 
 def test_existing_empty_source_is_zero_bundles(tmp_path: Path) -> None:
@@ -107,7 +124,11 @@ def test_missing_sftp_source_directory(tmp_path: Path, sshd_server) -> None:  # 
     for args in (("run",), ("validate", "--pipeline", "reports"), ("inspect", "--pipeline", "reports")):
         result = run_script(*args, "--config", str(config))
         assert result.returncode == 1, result.stdout
-        assert result.stderr == f"distributor: pipeline reports source path {where} not found\n"
+        if args[0] == "run":
+            _with_remedy(result.stderr, f"pipeline reports source path {where} not found", where, "`source.path`",
+                         "missing-source-root")
+        else:
+            assert result.stderr == f"distributor: pipeline reports source path {where} not found\n"
     # the existing, empty remote root is "0 bundles"
     config = _config(tmp_path, _sftp_source(sshd_server, root))
     result = run_script("run", "--config", str(config), "--format", "json")
@@ -137,10 +158,13 @@ def test_missing_s3_bucket_and_empty_prefix(tmp_path: Path, moto_server) -> None
     for args in (("run",), ("validate", "--pipeline", "reports"), ("inspect", "--pipeline", "reports")):
         result = run_script(*args, "--config", str(config), env=_s3_env(moto_server))
         assert result.returncode == 1, result.stdout
-        assert result.stderr == (
-            "distributor: pipeline reports source path s3://no-such-bucket-x1/incoming not found "
-            "(bucket no-such-bucket-x1 does not exist)\n"
-        )
+        message = ("pipeline reports source path s3://no-such-bucket-x1/incoming not found "
+                   "(bucket no-such-bucket-x1 does not exist)")
+        if args[0] == "run":
+            _with_remedy(result.stderr, message, f"s3://no-such-bucket-x1/incoming at {moto_server.endpoint_url}",
+                         "`source.path`", "missing-source-root")
+        else:
+            assert result.stderr == f"distributor: {message}\n"
     bucket = moto_server.create_bucket()
     config = _config(tmp_path, _s3_yaml(moto_server, bucket, "      ", "      prefix: incoming\n"))
     result = run_script("run", "--config", str(config), "--format", "json", env=_s3_env(moto_server))
@@ -163,9 +187,10 @@ def test_unresolved_s3_credential_fails_whole_run(tmp_path: Path, moto_server, d
     args = ("run", "--config", str(config), *(("--dry-run",) if dry_run else ()))
     result = run_script(*args, env=env)
     assert result.returncode == 1, result.stdout
-    assert result.stderr == (
-        "distributor: pipeline reports destination bucket: "
-        "s3 secret access key environment variable DIST_TEST_S3_SECRET is not set\n"
+    _with_remedy(
+        result.stderr,
+        "pipeline reports destination bucket: s3 secret access key environment variable DIST_TEST_S3_SECRET is not set",
+        f"s3://{bucket} at {moto_server.endpoint_url}", "export DIST_TEST_S3_SECRET (non-empty)", "missing-credential",
     )
     assert result.stdout == ""
     assert not (tmp_path / "out").exists()  # neither pipeline's local destination was touched
@@ -197,8 +222,11 @@ def test_unreadable_ssh_key_fails_before_planning(tmp_path: Path) -> None:
     config = _config(tmp_path, _local_source("spool"), destinations)
     result = run_script("run", "--config", str(config))
     assert result.returncode == 1
-    assert result.stderr == (
-        "distributor: pipeline reports destination remote: cannot read private key file "
-        f"{tmp_path / 'missing_key'}: No such file or directory\n"
+    _with_remedy(
+        result.stderr,
+        f"pipeline reports destination remote: cannot read private key file {tmp_path / 'missing_key'}: "
+        "No such file or directory",
+        "ssh://nobody@127.0.0.1:22/srv/remote", "`private_key_file`", "missing-credential",
     )
+    assert f"paths (1): {tmp_path / 'missing_key'}" in result.stderr
     assert not (tmp_path / "out").exists()

@@ -234,6 +234,12 @@ def test_succeeded_run_removes_bundle_failed_run_keeps_it(tmp_path: Path) -> Non
     assert failed["status"] == "failed"
     assert failed["error"].startswith("1 destination(s) failed: bad/dest1 [.]: "), failed["error"]
     assert str(tmp_path) not in failed["error"] and str(tmp_path) not in str(failed["report"])
+    # the run status names the file in the way, the remedy and the docs entry (issue 25), with the
+    # server's host paths replaced by their placeholders
+    assert "(root <destination dest1>; paths (1): <destination dest1>/report.md; remedy: " in failed["error"]
+    assert failed["error"].endswith("see docs/troubleshooting.md#unmanaged-content)")
+    (refusal,) = [a["refusal"] for a in failed["report"]["actions"] if a["status"] == "failed"]
+    assert (refusal["class"], refusal["paths"]) == ("unmanaged_content", ["<destination dest1>/report.md"])
     assert not sg.bundle_dir(setup.staging("good"), good).exists()
     assert (setup.staging("good") / good / sg.RECORD_NAME).is_file()
     kept = sg.bundle_dir(setup.staging("bad"), bad)

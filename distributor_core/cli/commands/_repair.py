@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from distributor_core.app.audit import AuditProgress
 from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.bundle_set import BundleSetReport
+from distributor_core.app.bundles import BUNDLE_ERRORS
 from distributor_core.app.config_walk import ConfigSetReport
+from distributor_core.app.refusal import for_maintenance_error
 from distributor_core.app.repair_report import PruneReport, ReconcileStateReport
-from distributor_core.app.selection import SelectionError, normalise_bundle_path
-from distributor_core.cli.errors import UsageError
+from distributor_core.app.selection import SelectionError, normalise_bundle_path, resolve_target
+from distributor_core.cli.errors import CommandError, UsageError
 from distributor_core.cli.output import Progress
 from distributor_core.cli.spec import Flag, Invocation
+from distributor_core.config import ConfigError, ConfigLookupError
 
 SELECTOR_FLAGS = (
     Flag("--config", "configuration file (required)", metavar="<path>"),
@@ -131,3 +134,30 @@ def emit_failure(inv: Invocation, report: RepairReport, error: str) -> int:
             inv.out.line(line)
     inv.out.diagnostic(error)
     return 1
+
+
+#: failures of one selected destination that a refusal can explain (``refuse``)
+REFUSABLE = BUNDLE_ERRORS
+
+
+def refuse(inv: Invocation, exc: Exception, bundle_path: str) -> NoReturn:
+    """End a command whose one selected destination failed: ``distributor: <error> (root <root>;
+    paths ...; remedy: ...; see <docs>)`` on stderr, exit 1; with ``--format json`` also an
+    ``ok: false`` envelope with ``error``, ``refusal`` and ``"result": null``. Without a refusal
+    (an error it cannot explain, or ``--all``) the error alone, as before."""
+    args = inv.args
+    refusal = None
+    if not getattr(args, "all", False) and args.pipeline and args.destination:
+        try:
+            target = resolve_target(args.config, args.pipeline, args.destination)
+        except (ConfigError, ConfigLookupError):  # then the error stands alone
+            target = None
+        if target is not None:
+            refusal = for_maintenance_error(
+                target.destination.storage, target.pipeline.id, target.destination.id, bundle_path, exc)
+    if refusal is None:
+        raise exc
+    message = f"{exc} ({refusal.sentence()})"
+    if inv.out.json:
+        inv.out.emit_envelope(None, ok=False, error=message, refusal=refusal.to_dict())
+    raise CommandError(message) from None

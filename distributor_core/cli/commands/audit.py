@@ -32,6 +32,8 @@ def run(inv: Invocation) -> int:
                 allow_unmanaged=bool(args.allow_unmanaged),
                 progress=view.callback(),
             )
+    except _repair.REFUSABLE as exc:
+        _repair.refuse(inv, exc, bundle)
     finally:
         view.close()
     if not report.clean:

@@ -27,6 +27,8 @@ def run(inv: Invocation) -> int:
         )
     except PruneError as exc:
         return _repair.emit_failure(inv, exc.report, str(exc))
+    except _repair.REFUSABLE as exc:
+        _repair.refuse(inv, exc, bundle)
     return _repair.emit(inv, report)
 
 

@@ -54,6 +54,8 @@ def run(inv: Invocation) -> int:
             )
     except ReconcileStateError as exc:
         return _repair.emit_failure(inv, exc.report, str(exc))
+    except _repair.REFUSABLE as exc:
+        _repair.refuse(inv, exc, bundle)
     finally:
         if bar is not None:
             bar.finish()

@@ -72,7 +72,11 @@ def run(inv: Invocation) -> int:
         report = run_config(config, options)
     except RunSelectionError as exc:
         raise UsageError(str(exc)) from None
-    except (ConfigLookupError, SetupError) as exc:
+    except SetupError as exc:
+        if inv.out.json and exc.refusal is not None:
+            inv.out.emit_envelope(None, ok=False, error=exc.detailed(), refusal=exc.refusal.to_dict())
+        raise CommandError(exc.detailed()) from None
+    except ConfigLookupError as exc:
         raise CommandError(str(exc)) from None
     finally:
         view.close()

@@ -1,0 +1,377 @@
+"""What an operator needs to act on a refusal or failure (issue 25 item 1), decided once here and
+only rendered by the CLI (text and JSON), the upload server's run status and Dagster's failure
+metadata.
+
+A :class:`Refusal` names the failure class (also the anchor of its docs/troubleshooting.md entry),
+the absolute root it happened in (a local directory, ``ssh://user@host:port/path``,
+``s3://bucket/prefix``), the offending paths (absolute, the first :data:`SHOWN_PATHS` of
+``count``), and the remedy in one line: the config key or command that resolves it.
+
+The builders classify what the core decided: a plan's ``fail_*`` action with its comparison
+(:func:`for_plan`), a destination that could not be reached or a storage failure
+(:func:`for_destination_error`), an invalid source bundle (:func:`for_invalid_bundle`) and a
+setup failure (:func:`for_setup`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from distributor_core import paths as lp
+
+#: How many offending paths a refusal names; ``count`` says how many there are in all.
+SHOWN_PATHS = 5
+#: Bound of the walk that lists unmanaged files for a refusal (the count says ``at least``).
+UNMANAGED_LISTING_LIMIT = 10_000
+#: Where the troubleshooting page lives; set it to a hosted copy's address (the entry's anchor is
+#: appended after ``#``) so links in reports and Dagster open in a browser.
+DOCS_URL_ENV = "DISTRIBUTOR_TROUBLESHOOTING_URL"
+DEFAULT_DOCS_URL = "docs/troubleshooting.md"
+
+# failure classes (each is the anchor of a docs/troubleshooting.md entry, ``_`` as ``-``)
+UNMANAGED_CONTENT = "unmanaged_content"
+FOREIGN_OWNER = "foreign_owner"
+INVALID_STATE = "invalid_state"
+SOURCE_CONFLICT = "source_conflict"
+CORRUPT_BUNDLE = "corrupt_bundle"
+MISSING_CREDENTIAL = "missing_credential"
+UNREACHABLE_ROOT = "unreachable_root"
+MISSING_SOURCE_ROOT = "missing_source_root"
+LOCKED = "locked"
+MISSING_STATE = "missing_state"
+
+FAILURE_CLASSES = (
+    UNMANAGED_CONTENT, FOREIGN_OWNER, INVALID_STATE, SOURCE_CONFLICT, CORRUPT_BUNDLE, MISSING_CREDENTIAL,
+    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE,
+)
+
+
+def docs_url(anchor: str) -> str:
+    """The troubleshooting entry ``anchor``: ``docs/troubleshooting.md#<anchor>`` unless
+    ``DISTRIBUTOR_TROUBLESHOOTING_URL`` names where the page is served."""
+    base = os.environ.get(DOCS_URL_ENV, "").strip() or DEFAULT_DOCS_URL
+    return f"{base.split('#', 1)[0]}#{anchor}"
+
+
+class Refusal(msgspec.Struct, frozen=True):
+    """One refusal or failure, as an operator acts on it."""
+
+    failure: str
+    #: the absolute root (source or destination) it happened in
+    root: str
+    #: the remedy, one line: the config key or command that resolves it
+    remedy: str
+    #: absolute offending paths, the first :data:`SHOWN_PATHS`
+    paths: tuple[str, ...] = ()
+    #: how many offending paths there are (``len(paths)`` or more)
+    count: int = 0
+    #: ``count`` is a lower bound (the listing stopped at its limit)
+    count_is_minimum: bool = False
+
+    @property
+    def anchor(self) -> str:
+        return self.failure.replace("_", "-")
+
+    @property
+    def docs_url(self) -> str:
+        return docs_url(self.anchor)
+
+    def paths_text(self) -> str:
+        """``a, b and 3 more`` (empty without paths)."""
+        if not self.paths:
+            return ""
+        text = ", ".join(self.paths)
+        more = self.count - len(self.paths)
+        if more > 0:
+            text += f" and {more}{' or more' if self.count_is_minimum else ''} more"
+        return text
+
+    def sentence(self) -> str:
+        """``root <root>; paths (<n>): <paths>; remedy: <remedy>; see <docs url>``."""
+        parts = [f"root {self.root}"]
+        if self.paths:
+            count = f"{self.count}{'+' if self.count_is_minimum else ''}"
+            parts.append(f"paths ({count}): {self.paths_text()}")
+        parts.append(f"remedy: {self.remedy}")
+        parts.append(f"see {self.docs_url}")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.failure,
+            "root": self.root,
+            "paths": list(self.paths),
+            "count": self.count,
+            "count_is_minimum": self.count_is_minimum,
+            "remedy": self.remedy,
+            "docs_url": self.docs_url,
+        }
+
+    def fields(self) -> dict[str, Any]:
+        """The ``key=value`` fields of a text report's ``Refusal:`` line."""
+        fields: dict[str, Any] = {"class": self.failure, "root": self.root}
+        if self.paths:
+            fields["paths"] = ",".join(self.paths)
+            fields["count"] = f"{self.count}{'+' if self.count_is_minimum else ''}"
+        fields["remedy"] = self.remedy
+        fields["docs"] = self.docs_url
+        return fields
+
+
+def _join(*parts: str) -> str:
+    return "/".join(part.strip("/") for part in parts if part.strip("/"))
+
+
+def root_location(storage: Any) -> str:
+    """A storage config's root as an operator types it: the absolute local directory,
+    ``ssh://user@host:port/path`` or ``s3://bucket/prefix`` (``at <endpoint>`` for an
+    S3-compatible service); a plain path (an upload's staged bundle directory) made absolute."""
+    if isinstance(storage, (str, os.PathLike)):
+        return os.path.abspath(os.fspath(storage))
+    backend = getattr(storage, "backend", None)
+    if backend in ("local", "http_upload"):
+        path = getattr(storage, "resolved_path", None) or getattr(storage, "staging_path", None) or ""
+        return os.path.abspath(os.fspath(path))
+    if backend == "ssh":
+        return f"ssh://{storage.user}@{storage.host}:{storage.port}{storage.path}"
+    if backend == "s3":
+        where = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
+        return f"{where} at {storage.endpoint}" if storage.endpoint else where
+    return str(getattr(storage, "root_path", ""))
+
+
+def absolute(storage: Any, path: str) -> str:
+    """``path`` (root-relative) under the storage's absolute root."""
+    backend = getattr(storage, "backend", None)
+    if backend == "s3":
+        return f"s3://{_join(storage.bucket, storage.prefix, path)}"
+    if backend == "ssh":
+        return f"ssh://{storage.user}@{storage.host}:{storage.port}{os.path.join(storage.path, path)}".rstrip("/")
+    base = root_location(storage)
+    return os.path.join(base, path) if path else base
+
+
+def _shown(paths: Sequence[str], count: int | None = None, *, minimum: bool = False) -> dict[str, Any]:
+    total = len(paths) if count is None else count
+    return {"paths": tuple(paths[:SHOWN_PATHS]), "count": total, "count_is_minimum": minimum}
+
+
+def _scope(pipeline_id: str, destination_id: str) -> str:
+    return f"--pipeline {pipeline_id} --destination {destination_id}"
+
+
+def unmanaged_content(
+    storage: Any, pipeline_id: str, destination_id: str, relative: Sequence[str], *, minimum: bool = False,
+    count: int | None = None,
+) -> Refusal:
+    """Files in a destination that no state records (``relative`` to the root)."""
+    scope = _scope(pipeline_id, destination_id)
+    return Refusal(
+        UNMANAGED_CONTENT, root_location(storage),
+        remedy=(
+            f"remove or move these files, replace them once with `distributor run {scope} --force` "
+            f"(Dagster: force: true), or adopt identical copies with "
+            f"`distributor reconcile-state --config FILE {scope} --adopt`"
+        ),
+        **_shown([absolute(storage, p) for p in relative], count, minimum=minimum),
+    )
+
+
+def foreign_owner(storage: Any, destination_id: str, relative: Sequence[str], owner: str = "") -> Refusal:
+    whose = f"{owner}'s" if owner else "another owner's"
+    return Refusal(
+        FOREIGN_OWNER, root_location(storage),
+        remedy=(
+            f"this is {whose} publication: give destination {destination_id} its own root (or path), run the "
+            "owning pipeline/destination ids, or permit it with `takeover.mode: same_pipeline` "
+            "(or `any_managed`) on the destination after review"
+        ),
+        **_shown([absolute(storage, p) for p in relative]),
+    )
+
+
+def invalid_state(storage: Any, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
+    state = absolute(storage, lp.state_path(bundle_path))
+    return Refusal(
+        INVALID_STATE, root_location(storage),
+        remedy=(
+            f"inspect it with `distributor inspect {absolute(storage, bundle_path)}` and restore it from a backup; "
+            f"or replace the whole bundle path with `distributor run {_scope(pipeline_id, destination_id)} --force` "
+            "and `transfer.on_conflict: replace`"
+        ),
+        **_shown([state]),
+    )
+
+
+def source_conflict(storage: Any, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
+    return Refusal(
+        SOURCE_CONFLICT, root_location(storage),
+        remedy=(
+            "keep bundle ids and `created` times consistent in the producer; to replace what is there, "
+            f"`distributor run {_scope(pipeline_id, destination_id)} --force` with `transfer.on_conflict: replace` "
+            "(or `transfer.on_destination_newer: replace`)"
+        ),
+        **_shown([absolute(storage, lp.state_path(bundle_path))]),
+    )
+
+
+def for_plan(plan: Any, storage_config: Any, listing: Iterable[str] | None = None, *,
+             listing_truncated: bool = False) -> Refusal | None:
+    """The refusal a ``fail_*`` plan stands for (``None`` for any other plan).
+
+    ``listing``: for ``fail_unmanaged``, the unmanaged files of the bundle path (relative to it)
+    when the caller could list them; without it the plan's own named path is used.
+    """
+    from distributor_core.compare import Outcome
+    from distributor_core.plan.model import Action
+
+    if not plan.action.failed:
+        return None
+    pipeline_id, destination_id, bundle = plan.pipeline_id, plan.destination_id, plan.bundle_path
+    reason = plan.reason
+    if plan.action == Action.FAIL_UNMANAGED:
+        relative = [_join(bundle, p) for p in listing] if listing is not None else []
+        if not relative:
+            named = _named_path(reason, bundle)
+            relative = [named] if named else [bundle]
+        return unmanaged_content(storage_config, pipeline_id, destination_id, relative, minimum=listing_truncated)
+    outcome = plan.comparison.outcome
+    if outcome == Outcome.INVALID_STATE:
+        return invalid_state(storage_config, pipeline_id, destination_id, bundle)
+    if outcome == Outcome.IDENTITY_MISMATCH:
+        owner = ""
+        state = plan.existing_state
+        if state is not None:
+            owner = f"{state.pipeline_id}/{state.destination_id}"
+        return foreign_owner(storage_config, destination_id, [lp.state_path(bundle)], owner)
+    if " is owned by " in reason:
+        path, _, rest = reason.removeprefix("destination output path ").partition(" is owned by ")
+        owner = rest.split(" ", 1)[0]
+        return foreign_owner(storage_config, destination_id, [_join(bundle, path)], owner)
+    return source_conflict(storage_config, pipeline_id, destination_id, bundle)
+
+
+def _named_path(reason: str, bundle: str) -> str:
+    """The destination path a ``fail_unmanaged`` reason names (resolutions C1), root-relative."""
+    if " contains unmanaged content: " in reason:
+        return _join(bundle, reason.partition(" contains unmanaged content: ")[2])
+    if reason.startswith("destination output path ") and " exists but" in reason:
+        return _join(bundle, reason.removeprefix("destination output path ").split(" exists but", 1)[0])
+    return ""
+
+
+def for_destination_error(storage_config: Any, error_kind: str, pipeline_id: str, destination_id: str,
+                          bundle_path: str = "") -> Refusal | None:
+    """A destination storage failure an operator can act on: unreachable (``unavailable``) or
+    locked (``conflict``); ``None`` for others."""
+    if error_kind == "unavailable":
+        return unreachable_root(storage_config)
+    if error_kind == "conflict":
+        return Refusal(
+            LOCKED, root_location(storage_config),
+            remedy=("another run, prune or reconcile-state holds this bundle path: wait for it and run again; a lock "
+                    "of a process that died is broken once its lease has passed"),
+            **_shown([absolute(storage_config, lp.lock_path(bundle_path))]),
+        )
+    return None
+
+
+def unreachable_root(storage_config: Any) -> Refusal:
+    backend = getattr(storage_config, "backend", None)
+    if backend == "s3":
+        where = f"the S3 endpoint {storage_config.endpoint}" if storage_config.endpoint else "S3"
+        how = f"check that {where} answers (network, `endpoint`, `region`) and run again"
+    elif backend == "ssh":
+        how = (f"check that {storage_config.host}:{storage_config.port} accepts SSH connections (network, `host`, "
+               "`port`, firewall) and run again")
+    else:
+        how = "check that the directory's file system is mounted and readable, then run again"
+    return Refusal(UNREACHABLE_ROOT, root_location(storage_config), remedy=f"{how}; nothing was changed there")
+
+
+def for_invalid_bundle(source_config: Any, bundle_path: str, file: str = "") -> Refusal:
+    """A source bundle whose files do not match its manifest (or whose manifest is invalid)."""
+    target = _join(bundle_path, file) if file else bundle_path
+    return Refusal(
+        CORRUPT_BUNDLE, root_location(source_config),
+        remedy=("rebuild the manifest with `distributor manifest create` once the files are final (producers: write "
+                "the bundle elsewhere and rename it into place); check it with `distributor validate`"),
+        **_shown([absolute(source_config, target)]),
+    )
+
+
+def missing_credential(storage_config: Any, secret: str = "", key_file: str = "", config_file: str = "") -> Refusal:
+    if key_file:
+        remedy = "make the key file readable by the user running distributor, or fix `private_key_file`"
+        paths = [key_file]
+    elif config_file:
+        remedy = "make the OpenSSH config file readable by the user running distributor, or fix `ssh_config_file`"
+        paths = [config_file]
+    else:
+        remedy = (f"export {secret or 'the variable'} (non-empty), or put a file named {secret or 'after it'} in "
+                  "`secrets.directory`; `--pipeline`/`--destination` run the others alone")
+        paths = []
+    return Refusal(MISSING_CREDENTIAL, root_location(storage_config), remedy=remedy, **_shown(paths))
+
+
+def missing_source_root(source_config: Any) -> Refusal:
+    return Refusal(
+        MISSING_SOURCE_ROOT, root_location(source_config),
+        remedy="fix the pipeline's `source.path` (or bucket), or create the directory: an empty source root is a "
+        "run with zero bundles",
+    )
+
+
+def unmanaged_listing(storage: Any, plan: Any, *, limit: int = UNMANAGED_LISTING_LIMIT) -> tuple[list[str], bool]:
+    """The files a ``fail_unmanaged`` plan is refused for, relative to its bundle path, and whether
+    the listing stopped at ``limit``: every unrecorded file of the bundle path when it must hold
+    nothing else (no state, or ``replace``), else the planned outputs that exist unrecorded."""
+    from distributor_core.app.unmanaged import unmanaged_entries
+
+    bundle = plan.bundle_path
+    managed: set[str] = set()
+    if plan.existing_state is not None:
+        managed |= {o.path for o in plan.existing_state.outputs}
+    if plan.existing_shared_root is not None:
+        managed |= {o.path for o in plan.existing_shared_root.outputs}
+    if " exists but is not managed" in plan.reason:
+        candidates = [o.path for o in plan.outputs if o.path not in managed]
+        found = [p for p in candidates if storage.exists(_join(bundle, p))]
+        return found, False
+    entries, truncated = unmanaged_entries(storage, bundle, managed, limit=limit)
+    return [entry.path for entry in entries], truncated
+
+
+def for_maintenance_error(
+    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, exc: BaseException
+) -> Refusal | None:
+    """The refusal behind a failed ``prune``, ``reconcile-state`` (repair, adoption) or ``audit``
+    of one bundle path: no state there, state of another owner, invalid state, an unreachable or
+    locked destination; ``None`` for other failures."""
+    from distributor_core.state import StateError
+    from distributor_core.storage.errors import ErrorKind, StorageError
+
+    message = str(exc)
+    if isinstance(exc, StateError):
+        if message.startswith("state owner is "):
+            owner = message.removeprefix("state owner is ").split(",", 1)[0]
+            refusal = foreign_owner(storage_config, destination_id, [lp.state_path(bundle_path)], owner)
+            return msgspec.structs.replace(refusal, remedy=(
+                f"this is {owner}'s state: select that owner (`--pipeline`/`--destination` of {owner}), or give "
+                f"destination {destination_id} its own root"))
+        return invalid_state(storage_config, pipeline_id, destination_id, bundle_path)
+    if isinstance(exc, StorageError):
+        if exc.kind == ErrorKind.NOT_FOUND and lp.basename(exc.path) == lp.STATE_FILE_NAME:
+            return Refusal(
+                MISSING_STATE, root_location(storage_config),
+                remedy=("nothing is published at this bundle path: select one that holds state with `--bundle PATH` "
+                        "(Dagster: bundle_path) or all of them with `--all-bundles`, or publish first with "
+                        f"`distributor run {_scope(pipeline_id, destination_id)}`"),
+                **_shown([absolute(storage_config, exc.path)]),
+            )
+        return for_destination_error(storage_config, exc.kind.value, pipeline_id, destination_id, bundle_path)
+    return None
