@@ -71,11 +71,12 @@ _STOP_SECONDS = 2.0
 _STDERR_TAIL = 16 * 1024
 
 
-def _quote(path: str) -> str:
-    """``path`` as one word of an ssh_config value (``%`` is a token there, ``"`` cannot be quoted)."""
+def _quote(path: str, tokens: bool = True) -> str:
+    """``path`` as one word of an ssh_config value (``tokens``: the option expands ``%`` tokens, so
+    ``%`` is doubled; ``"`` cannot be quoted at all)."""
     if '"' in path:
         raise SFTPUnavailable(f'the path {path} contains a double quote, which ssh cannot take in an option')
-    return '"' + path.replace("%", "%%") + '"'
+    return '"' + (path.replace("%", "%%") if tokens else path) + '"'
 
 
 def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list[str]:
@@ -103,7 +104,8 @@ def session_config(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> str:
     lines = ["# written by distributor for one SFTP connection; removed when it closes", "Host *"]
     lines += ["    " + option.replace("=", " ", 1) for option in _safety_options(endpoint, known_hosts_files)]
     if endpoint.ssh_config_file:
-        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file))}"]
+        # Include takes ~ and globs, no % tokens
+        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file), tokens=False)}"]
     return "\n".join(lines) + "\n"
 
 
