@@ -305,10 +305,13 @@ def for_invalid_bundle(source_config: Any, bundle_path: str, file: str = "") -> 
     )
 
 
-def missing_credential(storage_config: Any, secret: str = "", key_file: str = "") -> Refusal:
+def missing_credential(storage_config: Any, secret: str = "", key_file: str = "", config_file: str = "") -> Refusal:
     if key_file:
         remedy = "make the key file readable by the user running distributor, or fix `private_key_file`"
         paths = [key_file]
+    elif config_file:
+        remedy = "make the OpenSSH config file readable by the user running distributor, or fix `ssh_config_file`"
+        paths = [config_file]
     else:
         remedy = (f"export {secret or 'the variable'} (non-empty), or put a file named {secret or 'after it'} in "
                   "`secrets.directory`; `--pipeline`/`--destination` run the others alone")

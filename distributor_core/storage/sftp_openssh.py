@@ -53,9 +53,10 @@ from distributor_core.storage import sftp_wire as wire
 from distributor_core.storage.sftp_connection import Channel, SFTPUnavailable, SSHEndpoint, status_text
 
 SSH_PROGRAM = "ssh"
-#: moved to the head of OpenSSH's cipher list: with AES-NI, AES-GCM costs ~2.1 s of CPU per GiB
-#: here against 2.8-4.0 s for chacha20-poly1305, OpenSSH's first choice (bench P9); the rest of
-#: OpenSSH's default list follows, so a server without AES-GCM still connects
+#: moved to the head of OpenSSH's cipher list: with AES-NI the ssh client spent 1.2-1.6 s of CPU
+#: per GiB written with AES-GCM on the bench machine, 1.7-1.9 s with chacha20-poly1305 (OpenSSH's
+#: first choice), 2.0 s with aes128-ctr (bench/README.md, P9); the rest of OpenSSH's default
+#: list follows, so a server without AES-GCM still connects
 CIPHER_PREFERENCE = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
 #: ``ServerAliveInterval``: a dead peer is noticed after 4 unanswered probes
 KEEPALIVE_SECONDS = 30
@@ -70,11 +71,12 @@ _STOP_SECONDS = 2.0
 _STDERR_TAIL = 16 * 1024
 
 
-def _quote(path: str) -> str:
-    """``path`` as one word of an ssh_config value (``%`` is a token there, ``"`` cannot be quoted)."""
+def _quote(path: str, tokens: bool = True) -> str:
+    """``path`` as one word of an ssh_config value (``tokens``: the option expands ``%`` tokens, so
+    ``%`` is doubled; ``"`` cannot be quoted at all)."""
     if '"' in path:
         raise SFTPUnavailable(f'the path {path} contains a double quote, which ssh cannot take in an option')
-    return '"' + path.replace("%", "%%") + '"'
+    return '"' + (path.replace("%", "%%") if tokens else path) + '"'
 
 
 def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list[str]:
@@ -102,7 +104,8 @@ def session_config(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> str:
     lines = ["# written by distributor for one SFTP connection; removed when it closes", "Host *"]
     lines += ["    " + option.replace("=", " ", 1) for option in _safety_options(endpoint, known_hosts_files)]
     if endpoint.ssh_config_file:
-        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file))}"]
+        # Include takes ~ and globs, no % tokens
+        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file), tokens=False)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -183,6 +186,26 @@ class PipeChannel:
                 self._wait(self._writable, "take more data")
             except (BrokenPipeError, ValueError):
                 self._ended()
+
+    def send_all(self, parts: tuple[bytes | memoryview, ...]) -> None:
+        """Send every byte of ``parts`` in order, gathered by ``writev`` (no joined copy)."""
+        views = [memoryview(part) for part in parts if len(part)]
+        while views:
+            try:
+                sent = os.writev(self._out, views)
+            except BlockingIOError:
+                self._wait(self._writable, "take more data")
+                continue
+            except (BrokenPipeError, ValueError):
+                self._ended()
+            while sent:
+                first = views[0]
+                if sent >= len(first):
+                    sent -= len(first)
+                    views.pop(0)
+                else:
+                    views[0] = first[sent:]
+                    sent = 0
 
     def recv(self, size: int) -> bytes:
         buffer, position = self._buffer, self._position

@@ -431,3 +431,22 @@ def test_an_ssh_child_ends_with_a_killed_process(sshd_server: SSHDServer, sftp_r
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_file_paths_with_spaces_and_percent_signs(sshd_server: SSHDServer, sftp_root: Path, tmp_path: Path) -> None:
+    odd = tmp_path / "ops 100% ready"
+    odd.mkdir()
+    config = odd / "ssh config"
+    config.write_text("Host *\n    ServerAliveCountMax 2\n")
+    known_hosts = odd / "known hosts"
+    known_hosts.write_text(sshd_server.known_hosts_line())
+    key = odd / "client key"
+    key.write_bytes(sshd_server.client_key_path.read_bytes())
+    key.chmod(0o600)
+    storage = make_sftp_storage(sshd_server, sftp_root, transport="openssh", ssh_config_file=str(config),
+                                known_hosts_file=str(known_hosts), private_key_file=str(key))
+    try:
+        storage.write_bytes("odd.txt", b"odd", overwrite=False)
+    finally:
+        storage.close()
+    assert (sftp_root / "odd.txt").read_bytes() == b"odd"
