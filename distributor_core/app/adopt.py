@@ -48,7 +48,6 @@ from distributor_core.app.output_check import (
     OK,
     READ,
     SIZE_MISMATCH,
-    BytesCallback,
     OutputCheck,
     check_file,
 )
@@ -83,7 +82,7 @@ from distributor_core.state import (
     project_shared_outputs,
     replace_owner_outputs,
 )
-from distributor_core.storage.base import Storage
+from distributor_core.storage.base import BytesCallback, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.factory import open_source_storage
 from distributor_core.timefmt import format_precise, truncate_seconds
@@ -308,9 +307,8 @@ def check_candidates(
     matched: list[AdoptedOutput] = []
     for output in plan.candidates:
         target = lp.join(bundle_path, output.path)
-        # never from a memory map: other tools wrote these files and may rewrite them in place (SIGBUS)
         check = check_file(storage, target, path=output.path, size=output.size, sha256=output.sha256,
-                           on_bytes=on_bytes, map_files=False)
+                           on_bytes=on_bytes)
         if check.status == OK and check.checked_by == READ and not _unchanged(storage, target, check):
             check = msgspec.structs.replace(check, status=CHANGED)
         if check.status == OK:

@@ -1,23 +1,9 @@
 """Re-read outputs and compare them with what state (or a plan) says they are (issue 18).
 
 ``check_file`` looks at one path: missing, not a regular file, size mismatch (no bytes read), or
-the sha256 of its bytes, streamed through the storage protocol in large chunks (never the whole
-file in memory). Where the backend stores a sha256 it vouches for (S3 ``ChecksumSHA256`` of the
-whole object: backends declaring ``Feature.STORED_SHA256``, see ``Storage.stat_with_sha256``)
-that is compared instead and nothing is read.
-
-A local file of at least :data:`MAP_MIN_SIZE` is hashed from a read-only memory map, window by
-window (:data:`MAP_WINDOW` at a time, unmapped before the next): the page cache's bytes are
-hashed where they lie instead of being copied into a buffer first, which cuts the CPU of hashing
-a warm 1 GiB by about a fifth (bench P11). Only one window is ever mapped per file, so memory stays
-bounded as with reads. Each window is sized to the file's length at that moment (``fstat``), so a
-file that shrinks stops the hash at its new end. A file truncated *while* a window is being
-hashed would make the kernel kill the process with ``SIGBUS`` (what ``b3sum`` documents for its
-memory maps too), so only files nobody else can truncate are mapped (issue 26, item 8): files
-owned by the current user and writable by neither group nor others; and adoption, which hashes
-files other tools wrote, never maps (``check_file(..., map_files=False)``). ``DISTRIBUTOR_MMAP=off``
-makes every hash read into a buffer. What is left: a process of the same user (or root)
-truncating a file of that user in place while ``audit`` or ``reconcile-state --audit`` hashes it.
+the sha256 of its content, which the storage answers (``Storage.sha256``: each backend hashes its
+own best way, streaming in large chunks and never holding the whole file; S3 answers from a
+``ChecksumSHA256`` it stored and verified, ``Feature.STORED_SHA256``, and reads nothing).
 
 ``check_outputs`` checks many on a few threads (the storage's declared ``read_threads``, when the
 files are large enough for threads to pay: hashlib and reads release the GIL), keeps their
@@ -26,13 +12,9 @@ order, and raises the first storage error other than *not found* in that order, 
 
 from __future__ import annotations
 
-import hashlib
-import io
-import mmap
-import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 
@@ -46,8 +28,7 @@ from distributor_core.state import (
     StateDocument,
     check_owner,
 )
-from distributor_core.storage.base import CHUNK_SIZE, Storage, iter_chunks
-from distributor_core.storage.capabilities import Feature
+from distributor_core.storage.base import BytesCallback, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 OK = "ok"
@@ -60,21 +41,6 @@ STATUSES = (OK, MISSING, NOT_A_FILE, SIZE_MISMATCH, DIGEST_MISMATCH)
 
 READ = "read"
 STORED_CHECKSUM = "stored_checksum"
-
-#: read buffer of a local file (reused; 1 MiB stays in the CPU cache between read and hash,
-#: measured faster than 256 KiB and 4 MiB here)
-LOCAL_READ_SIZE = 1024 * 1024
-
-#: local files at least this large are hashed from memory maps (smaller ones are read: mapping
-#: costs more than it saves there)
-MAP_MIN_SIZE = 4 * 1024 * 1024
-#: bytes mapped at a time (one window per file being hashed)
-MAP_WINDOW = 16 * 1024 * 1024
-#: ``DISTRIBUTOR_MMAP=off`` (or ``0``, ``false``, ``no``): never hash from a memory map
-MMAP_ENV = "DISTRIBUTOR_MMAP"
-
-#: called with the number of bytes just verified (read and hashed, or vouched for by a checksum)
-BytesCallback = Callable[[int], None]
 
 
 class OutputCheck(msgspec.Struct, frozen=True):
@@ -140,76 +106,6 @@ def outputs_in_scope(document: StateDocument, scope: OwnerScope, *, all_owners: 
     return document.outputs
 
 
-def mmap_enabled() -> bool:
-    """False when ``DISTRIBUTOR_MMAP`` switches memory-mapped hashing off."""
-    return os.environ.get(MMAP_ENV, "").strip().lower() not in ("off", "0", "false", "no")
-
-
-def mappable(info: os.stat_result) -> bool:
-    """A file large enough to be hashed from a map that only the current user (or root) can
-    truncate: owned by the current user, writable by neither group nor others."""
-    return info.st_size >= MAP_MIN_SIZE and info.st_uid == os.geteuid() and not info.st_mode & 0o022
-
-
-def _hash_mapped(fd: int, hasher: Any, on_bytes: BytesCallback | None) -> tuple[int, bool]:
-    """Hash ``fd`` from offset 0 through read-only maps of :data:`MAP_WINDOW` bytes, each sized to
-    the file's length when it is mapped. ``(bytes hashed, finished)``: ``finished`` is false when
-    a map could not be made (e.g. a file system without ``mmap``); the caller reads the rest."""
-    offset = 0
-    while True:
-        length = min(MAP_WINDOW, os.fstat(fd).st_size - offset)
-        if length <= 0:
-            return offset, True
-        try:
-            mapped = mmap.mmap(fd, length, access=mmap.ACCESS_READ, offset=offset)
-        except (OSError, ValueError):
-            return offset, False
-        with mapped:
-            view = memoryview(mapped)
-            try:
-                for start in range(0, length, LOCAL_READ_SIZE):
-                    hasher.update(view[start : start + LOCAL_READ_SIZE])
-                    if on_bytes is not None:
-                        on_bytes(min(LOCAL_READ_SIZE, length - start))
-            finally:
-                view.release()
-        offset += length
-
-
-def hash_stream(
-    stream: BinaryIO, on_bytes: BytesCallback | None = None, *, map_files: bool = True
-) -> tuple[int, str]:
-    """``(size, "sha256:<hex>")`` of a stream from its start, read in large chunks (a local file:
-    through memory maps when ``map_files`` and it is large and :func:`mappable`, else into a
-    reused buffer)."""
-    hasher = hashlib.sha256()
-    size = 0
-    if isinstance(stream, io.FileIO):
-        fd = stream.fileno()
-        if map_files and mmap_enabled() and mappable(os.fstat(fd)):
-            size, finished = _hash_mapped(fd, hasher, on_bytes)
-            if finished:
-                return size, "sha256:" + hasher.hexdigest()
-            stream.seek(size)
-        buffer = bytearray(LOCAL_READ_SIZE)
-        view = memoryview(buffer)
-        while True:
-            count = stream.readinto(buffer)
-            if not count:
-                break
-            hasher.update(view[:count])
-            size += count
-            if on_bytes is not None:
-                on_bytes(count)
-    else:
-        for chunk in iter_chunks(stream, CHUNK_SIZE):
-            hasher.update(chunk)
-            size += len(chunk)
-            if on_bytes is not None:
-                on_bytes(len(chunk))
-    return size, "sha256:" + hasher.hexdigest()
-
-
 def check_file(
     storage: Storage,
     target: str,
@@ -219,20 +115,15 @@ def check_file(
     sha256: str,
     owner: OwnerScope | None = None,
     on_bytes: BytesCallback | None = None,
-    map_files: bool = True,
 ) -> OutputCheck:
     """Check storage path ``target`` (reported as ``path``) against ``size`` and ``sha256``.
-    Not found is ``missing``; any other storage error is raised. ``map_files=False``: never hash
-    from a memory map (:func:`hash_stream`)."""
+    Not found is ``missing``; any other storage error is raised."""
 
     def result(status: str, **extra: Any) -> OutputCheck:
         return OutputCheck(path, status, size, sha256, owner, **extra)
 
     try:
-        if Feature.STORED_SHA256 in storage.capabilities:
-            entry, stored = storage.stat_with_sha256(target)
-        else:
-            entry, stored = storage.stat(target), None
+        entry = storage.stat(target)
     except StorageError as exc:
         if exc.kind == ErrorKind.NOT_FOUND:
             return result(MISSING)
@@ -241,26 +132,23 @@ def check_file(
         return result(NOT_A_FILE, entry_type=entry.type, revision=entry.revision)
     if entry.size != size:
         return result(SIZE_MISMATCH, actual_size=entry.size, revision=entry.revision)
-    if stored is not None:
-        if on_bytes is not None:
-            on_bytes(size)
-        if stored != sha256:
-            return result(DIGEST_MISMATCH, actual_sha256=stored, checked_by=STORED_CHECKSUM, revision=entry.revision)
-        return result(OK, checked_by=STORED_CHECKSUM, revision=entry.revision)
     try:
-        with storage.open_read(target) as stream:
-            actual_size, digest = hash_stream(stream, on_bytes, map_files=map_files)
+        content = storage.sha256(target, on_bytes=on_bytes)
     except StorageError as exc:
         if exc.kind == ErrorKind.NOT_FOUND:
             return result(MISSING)
         if exc.kind == ErrorKind.UNSUPPORTED:  # replaced by a directory or symlink since the stat
             return result(NOT_A_FILE, entry_type="other")
         raise
-    extra: dict[str, Any] = {"checked_by": READ, "revision": entry.revision, "bytes_read": actual_size}
-    if actual_size != size:  # changed between the stat and the read
-        return result(SIZE_MISMATCH, actual_size=actual_size, **extra)
-    if digest != sha256:
-        return result(DIGEST_MISMATCH, actual_sha256=digest, **extra)
+    extra: dict[str, Any] = {"revision": entry.revision}
+    if content.stored:
+        extra["checked_by"] = STORED_CHECKSUM
+    else:
+        extra |= {"checked_by": READ, "bytes_read": content.size}
+    if content.size != size:  # changed between the stat and the hash
+        return result(SIZE_MISMATCH, actual_size=content.size, **extra)
+    if content.sha256 != sha256:
+        return result(DIGEST_MISMATCH, actual_sha256=content.sha256, **extra)
     return result(OK, **extra)
 
 

@@ -35,7 +35,7 @@ from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import ReportedError, destination_storage, run_bundle_set
 from distributor_core.app.config_walk import ConfigSetReport, walk_config
 from distributor_core.app.guard import LoadedState, enter_bundle, read_state
-from distributor_core.app.output_check import MISSING, BytesCallback, check_outputs, outputs_in_scope
+from distributor_core.app.output_check import MISSING, check_outputs, outputs_in_scope
 from distributor_core.app.repair_report import MissingOutput, ReconcileStateReport
 from distributor_core.app.selection import (
     DISCOVERY_WALK_LIMIT,
@@ -58,7 +58,7 @@ from distributor_core.state import (
     marshal_state,
     remove_missing_outputs,
 )
-from distributor_core.storage.base import Storage
+from distributor_core.storage.base import BytesCallback, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import now_seconds
 

@@ -18,7 +18,7 @@ import msgspec
 
 from distributor_core import jsonfmt
 from distributor_core import paths as lp
-from distributor_core.storage.base import Storage, iter_chunks
+from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import format_seconds
 
@@ -204,16 +204,12 @@ def _holds_written(storage: Storage, write: JournalWrite) -> bool:
     recorded no digest)."""
     if not write.sha256:
         return True
-    digest = hashlib.sha256()
     try:
-        with storage.open_read(write.path) as stream:
-            for chunk in iter_chunks(stream):
-                digest.update(chunk)
+        return storage.sha256(write.path).sha256 == write.sha256
     except StorageError as exc:
         if exc.kind == ErrorKind.NOT_FOUND:
             return False
         raise
-    return "sha256:" + digest.hexdigest() == write.sha256
 
 
 def roll_forward(storage: Storage, journal: Journal, recovery: Recovery) -> None:

@@ -1,10 +1,15 @@
 """The one storage protocol every backend implements (core-semantics §8, resolutions A4).
 
-Backends implement a small set of primitives (``stat``, ``open_read``, ``write_stream``,
+Backends implement a small set of primitives (``stat``, ``open_read``, ``_write_stream``,
 ``rename``, ``delete_file``, ``_iter_entries``, ``_remove_dir_if_empty``) and declare what they
 can do (``capabilities``, see :mod:`.capabilities`); everything else (sorted bounded walks,
-has-any, managed deletes, prefix deletes) is implemented here once on top of them. Backends may
-override a generic method for speed (S3 batches deletes).
+has-any, managed deletes, prefix deletes, hashing a file) is implemented here once on top of
+them. Backends may override a generic method for speed (S3 batches deletes and answers
+``sha256`` from a checksum it stored; local disk hashes through a reused buffer).
+
+``write_stream`` is written once here: it checks the path and the ``in_place`` arguments and
+hands the backend a :class:`WriteRequest`; each backend's ``_write_stream`` does only what
+differs.
 
 All paths are logical paths (see :mod:`distributor_core.paths`), validated before any I/O.
 """
@@ -31,6 +36,8 @@ FileIdentity = tuple[int, int, int, int, int]
 
 #: Read/write buffer for streaming copies. Large buffers keep per-call overhead low.
 CHUNK_SIZE = 4 * 1024 * 1024
+#: Called with the number of bytes just hashed (or vouched for by a stored checksum).
+BytesCallback = Callable[[int], None]
 #: Default bound for walks that must not run away (core-semantics §7.1.1, resolutions B2).
 DEFAULT_WALK_LIMIT = 10_000
 
@@ -68,6 +75,28 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE) -> Iterator[bytes]:
         yield chunk
 
 
+class ContentDigest(msgspec.Struct, frozen=True):
+    """What :meth:`Storage.sha256` answers: the ``sha256:<hex>`` of a file's whole content and
+    the bytes it covers. ``stored``: the backend answered from a checksum it stored and verified
+    itself (``Feature.STORED_SHA256``), and no bytes were read."""
+
+    size: int
+    sha256: str
+    stored: bool = False
+
+
+class WriteRequest(msgspec.Struct, frozen=True):
+    """The options of one :meth:`Storage.write_stream` call, checked, as a backend's
+    ``_write_stream`` receives them (see ``write_stream`` for their meaning)."""
+
+    overwrite: bool
+    expected_size: int | None = None
+    expected_sha256: str | None = None
+    content_type: str | None = None
+    if_revision: str | None = None
+    in_place: bool = False
+
+
 class ReadStream(io.RawIOBase):
     """Base of the backends' read streams (what ``open_read`` returns): subclasses implement
     ``read``; ``readinto`` fills a caller's buffer from it."""
@@ -93,7 +122,7 @@ class HashingVerifier:
         self.expected_size = expected_size
         self.expected_sha256 = expected_sha256
 
-    def update(self, chunk: bytes) -> None:
+    def update(self, chunk: bytes | memoryview) -> None:
         self._hash.update(chunk)
         self.size += len(chunk)
 
@@ -110,6 +139,16 @@ class HashingVerifier:
         if self.expected_sha256 is not None and self.digest != self.expected_sha256:
             return f"sha256 {self.digest} does not match expected {self.expected_sha256}"
         return None
+
+
+def hash_chunks(chunks: Iterable[bytes | memoryview], on_bytes: BytesCallback | None = None) -> ContentDigest:
+    """Hash ``chunks`` once, reporting each chunk's length to ``on_bytes``."""
+    hasher = HashingVerifier(None, None)
+    for chunk in chunks:
+        hasher.update(chunk)
+        if on_bytes is not None:
+            on_bytes(len(chunk))
+    return ContentDigest(hasher.size, hasher.digest)
 
 
 class Storage(ABC):
@@ -140,7 +179,6 @@ class Storage(ABC):
         """Open a regular file for streaming reads (caller closes). Symlinks, directories,
         special files and symlinked ancestors are refused; missing → ``not_found``."""
 
-    @abstractmethod
     def write_stream(
         self,
         path: str,
@@ -171,6 +209,20 @@ class Storage(ABC):
         visible under ``path`` while the write runs; on any failure the file is removed again.
         It creates a new file, so ``overwrite`` and ``if_revision`` must not be given with it.
         """
+        if in_place:
+            if Feature.IN_PLACE_WRITES not in self.capabilities:
+                raise self.error("write", path, ErrorKind.UNSUPPORTED,
+                                 f"in-place writes are not supported by {self.backend}")
+            if overwrite or if_revision is not None:
+                raise ValueError("an in-place write creates a new file: overwrite and if_revision do not apply")
+        self._check_path("write", path)
+        request = WriteRequest(overwrite, expected_size, expected_sha256, content_type, if_revision, in_place)
+        return self._write_stream(path, chunks, request)
+
+    @abstractmethod
+    def _write_stream(self, path: str, chunks: Iterable[bytes], request: WriteRequest) -> Entry:
+        """The backend's part of :meth:`write_stream`: ``path`` is valid, and an ``in_place``
+        request is one the backend declared it can do."""
 
     @abstractmethod
     def rename(self, src: str, dst: str, *, overwrite: bool) -> None:
@@ -213,17 +265,6 @@ class Storage(ABC):
             raise self.error(op, path, ErrorKind.INVALID_PATH, problem)
         return path
 
-    def _check_in_place(
-        self, op: str, path: str, *, in_place: bool, overwrite: bool, if_revision: str | None
-    ) -> None:
-        """Refuse an ``in_place`` write this backend cannot do, or one that would replace."""
-        if not in_place:
-            return
-        if Feature.IN_PLACE_WRITES not in self.capabilities:
-            raise self.error(op, path, ErrorKind.UNSUPPORTED, f"in-place writes are not supported by {self.backend}")
-        if overwrite or if_revision is not None:
-            raise ValueError("an in-place write creates a new file: overwrite and if_revision do not apply")
-
     def _check_prefix(self, op: str, prefix: str) -> str:
         if prefix == "":
             return prefix
@@ -240,12 +281,15 @@ class Storage(ABC):
             raise
         return True
 
-    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
-        """``stat(path)`` plus the sha256 of the whole content that the backend itself stored and
-        vouches for, as ``sha256:<hex>``, or ``None`` when this object has none (then read the
-        bytes to know it). Only backends declaring ``Feature.STORED_SHA256`` answer; others
-        refuse it with ``unsupported``."""
-        raise self.error("stat", path, ErrorKind.UNSUPPORTED, f"stored checksums are not supported by {self.backend}")
+    def sha256(self, path: str, *, on_bytes: BytesCallback | None = None) -> ContentDigest:
+        """The sha256 of regular file ``path``'s whole content (rclone's ``Object.Hash``), as the
+        backend knows it best: here, streamed through :meth:`open_read` in chunks of
+        :data:`CHUNK_SIZE` (never the whole file in memory); backends declaring
+        ``Feature.STORED_SHA256`` answer from a checksum they stored where the object has one.
+        ``on_bytes`` is called with the bytes hashed (or vouched for) as they go. Errors are
+        :meth:`open_read`'s: missing → ``not_found``, not a regular file → ``unsupported``."""
+        with self.open_read(path) as stream:
+            return hash_chunks(iter_chunks(stream, CHUNK_SIZE), on_bytes)
 
     def file_identities(self, paths: Sequence[str]) -> list[FileIdentity | None]:
         """``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of each path, or ``None`` where

@@ -5,11 +5,11 @@ Callers branch on these declarations instead of probing attributes: the executor
 destination without ``CONDITIONAL_WRITES``, stages outputs under temporaries only where
 ``ATOMIC_RENAME`` holds, writes those temporaries ``in_place`` where ``IN_PLACE_WRITES`` holds,
 and writes or validates several files at once within the declared thread counts; source
-validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds; the digest
-audit takes a backend's stored sha256 instead of reading the bytes only where ``STORED_SHA256``
-holds; ``distributor run`` consults its validation cache only where ``FILE_IDENTITY`` holds. The others
+validation opens small files before a ``stat`` only where ``NONBLOCKING_OPEN`` holds;
+``distributor run`` consults its validation cache only where ``FILE_IDENTITY`` holds. The others
 state guarantees callers rely on without a branch (``EXCLUSIVE_CREATE`` and ``REVISIONS`` for the
-lock and the state file, ``BATCHED_DELETES`` for what a failed delete may have removed).
+lock and the state file, ``BATCHED_DELETES`` for what a failed delete may have removed,
+``STORED_SHA256`` for a ``Storage.sha256`` that reads nothing where the object carries its checksum).
 
 Every adapter states its :class:`Capabilities` as ``Storage.capabilities`` (an abstract member of
 the protocol: a class that does not state it cannot be instantiated), and a wrapper such as the
@@ -53,10 +53,11 @@ class Feature(StrEnum):
     #: ``open_read`` returns at once, refusing it, for anything that is not a regular file
     #: (a FIFO or device is never waited on), so a reader may open a small file before it stats.
     NONBLOCKING_OPEN = "nonblocking_open"
-    #: ``stat_with_sha256`` answers a ``stat`` together with the sha256 of the whole content that
-    #: the backend stored and verified itself, when the object carries one (S3 ``ChecksumSHA256``
-    #: of the whole object), so a digest audit need not read the bytes. Without the feature
-    #: ``stat_with_sha256`` is refused with ``unsupported`` and callers read the bytes.
+    #: ``sha256`` answers from a sha256 of the whole content that the backend stored and
+    #: verified itself, when the object carries one (S3 ``ChecksumSHA256`` of the whole object),
+    #: so nothing is read (rclone's ``Object.Hash`` from stored metadata). Every backend answers
+    #: ``sha256``; without the feature (or where an object has no such checksum) it streams the
+    #: bytes. Callers never branch on it: it says what a digest audit costs.
     STORED_SHA256 = "stored_sha256"
     #: ``file_identities`` reports the device, inode, size, mtime and ctime (ns) of regular files
     #: reached without a symlink below the root, so source validation may trust its validation

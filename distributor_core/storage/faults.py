@@ -8,7 +8,8 @@ primitives, so every stat, delete or listing they make can be failed. (A backend
 versions, such as S3's batched deletes, are therefore bypassed under the wrapper.) The wrapped
 backend's declared ``capabilities`` are reported as they are, less :data:`NOT_FORWARDED` (the
 features a backend provides by overriding a generic operation, which the wrapper runs itself:
-``batched_deletes``; and ``file_identity``, so that source validation under the wrapper hashes
+``batched_deletes``, ``stored_sha256`` (``sha256`` streams through the wrapped ``open_read``, so
+a read fault can fail a hash); and ``file_identity``, so that source validation under the wrapper hashes
 every file through the failable primitives instead of trusting a validation cache), and every
 argument of a primitive (``in_place`` included) is passed on, so callers take the same branches
 as without the wrapper.
@@ -21,9 +22,9 @@ kind       primitive                                       default error kind
 ``write``  ``write_stream`` (and ``write_bytes``)          ``other``
 ``rename`` ``rename``                                      ``other``
 ``delete`` ``delete_file``                                 ``permission``
-``stat``   ``stat``, ``stat_with_sha256`` (and ``exists``) ``other``
+``stat``   ``stat`` (and ``exists``)                       ``other``
 ``list``   ``_iter_entries`` (walk, scan, has_any)         ``other``
-``read``   ``open_read`` (and ``read_bytes``)              ``other``
+``read``   ``open_read`` (and ``read_bytes``, ``sha256``)  ``other``
 ``rmdir``  ``_remove_dir_if_empty``                        ``other``
 ========== =============================================== ======================
 
@@ -49,15 +50,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-from distributor_core.storage.base import Entry, ReadStream, Storage
+import msgspec
+
+from distributor_core.storage.base import Entry, ReadStream, Storage, WriteRequest
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 
 #: features the wrapper does not report: the backend implements them in a generic operation of
 #: its own (S3's ``delete_paths`` and ``delete_prefix``), which runs here on the wrapped
-#: primitives instead, one ``delete_file`` per target; ``file_identity`` (``Storage.file_identities``,
+#: primitives instead, one ``delete_file`` per target; ``stored_sha256`` (S3's ``sha256``: here
+#: every hash reads through ``open_read``); ``file_identity`` (``Storage.file_identities``,
 #: refused here), so validation never skips a read the wrapper could fail
-NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES, Feature.FILE_IDENTITY})
+NOT_FORWARDED = frozenset({Feature.BATCHED_DELETES, Feature.STORED_SHA256, Feature.FILE_IDENTITY})
 
 OpKind = Literal["write", "rename", "delete", "stat", "list", "read", "rmdir"]
 OP_KINDS: tuple[OpKind, ...] = ("write", "rename", "delete", "stat", "list", "read", "rmdir")
@@ -269,14 +273,6 @@ class FaultInjectingStorage(Storage):
         self._after(fault, "stat", path)
         return entry
 
-    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
-        # a stat of the wrapped backend (``stored_sha256`` passes through; refused without it)
-        fault = self._select("stat", path)
-        self._before(fault, "stat", path)
-        answer = self.inner.stat_with_sha256(path)
-        self._after(fault, "stat", path)
-        return answer
-
     def open_read(self, path: str) -> BinaryIO:
         fault = self._select("read", path)
         self._before(fault, "read", path)
@@ -288,32 +284,12 @@ class FaultInjectingStorage(Storage):
             return _FailingReader(stream, fault.after_bytes, lambda: self._error(fault, "read", path))  # type: ignore[return-value]
         return stream
 
-    def write_stream(
-        self,
-        path: str,
-        chunks: Iterable[bytes],
-        *,
-        overwrite: bool,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        content_type: str | None = None,
-        if_revision: str | None = None,
-        in_place: bool = False,
-    ) -> Entry:
+    def _write_stream(self, path: str, chunks: Iterable[bytes], request: WriteRequest) -> Entry:
         fault = self._select("write", path)
         self._before(fault, "write", path)
         if fault is not None and fault.after_bytes is not None:
             chunks = _fail_after(chunks, fault.after_bytes, lambda: self._error(fault, "write", path))
-        entry = self.inner.write_stream(
-            path,
-            chunks,
-            overwrite=overwrite,
-            expected_size=expected_size,
-            expected_sha256=expected_sha256,
-            content_type=content_type,
-            if_revision=if_revision,
-            in_place=in_place,
-        )
+        entry = self.inner.write_stream(path, chunks, **msgspec.structs.asdict(request))
         self._after(fault, "write", path)
         return entry
 

@@ -48,10 +48,12 @@ a leading ``/``). Decisions:
   of ``max_parallel_large_writes`` (default 4) slots for their whole duration, and multipart
   parts of all writes share one bound of ``max_concurrency`` in flight, so part memory stays
   below ``(max_concurrency + max_parallel_large_writes) * part_size`` plus the small payloads.
-* **Stored checksums** (``Feature.STORED_SHA256``). ``stat_with_sha256`` reads an object's
-  ``ChecksumSHA256`` (``HeadObject`` with ``ChecksumMode=ENABLED``) and returns it when it is the
-  sha256 of the whole object (``FULL_OBJECT``, or a single-part object), so an audit need not
-  download it. This backend does not ask S3 to store one on its own uploads.
+* **Stored checksums** (``Feature.STORED_SHA256``). ``sha256`` reads an object's
+  ``ChecksumSHA256`` (``HeadObject`` with ``ChecksumMode=ENABLED``) and answers with it when it
+  is the sha256 of the whole object (``FULL_OBJECT``, or a single-part object: S3 verified it
+  against the bytes on upload), so an audit need not download it; other objects are streamed.
+  This backend does not ask S3 to store one on its own uploads (several S3-compatible stores
+  reject checksum headers, see :func:`build_client`).
 * **Dry runs** (``dry_run=True``) refuse every mutating call with ``unsupported``, so a planning
   bug can never write.
 """
@@ -69,7 +71,16 @@ from types import SimpleNamespace
 from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
-from distributor_core.storage.base import CHUNK_SIZE, Entry, HashingVerifier, ReadStream, Storage
+from distributor_core.storage.base import (
+    CHUNK_SIZE,
+    BytesCallback,
+    ContentDigest,
+    Entry,
+    HashingVerifier,
+    ReadStream,
+    Storage,
+    WriteRequest,
+)
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3_content import content_type_for
@@ -482,22 +493,27 @@ class S3Storage(Storage):
             return Entry(path=path, type="directory")
         raise self.error(op, path, ErrorKind.NOT_FOUND)
 
-    def stat_with_sha256(self, path: str) -> tuple[Entry, str | None]:
-        """One ``HeadObject`` with ``ChecksumMode=ENABLED``: the entry and the object's stored
+    def sha256(self, path: str, *, on_bytes: BytesCallback | None = None) -> ContentDigest:
+        """One ``HeadObject`` with ``ChecksumMode=ENABLED``: the object's stored
         ``ChecksumSHA256`` when it is the sha256 of the whole object (see
-        :func:`full_object_sha256`); anything else (no object, a directory) is :meth:`stat`'s."""
-        op = "stat"
-        if path == "":
-            return self.stat(path), None
+        :func:`full_object_sha256`); otherwise (no such checksum, no object, a directory) the
+        object is streamed as on every backend."""
+        op = "read"
         self._check_path(op, path)
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=self.key(path), ChecksumMode="ENABLED")
         except Exception as exc:
             mapped = map_error(exc, bucket=self.bucket)
-            if mapped.kind == ErrorKind.NOT_FOUND and mapped.code != "NoSuchBucket":
-                return self.stat(path), None
-            raise self.error(op, path, mapped.kind, mapped.cause) from exc
-        return self._file_entry(path, head), full_object_sha256(head)
+            if mapped.kind != ErrorKind.NOT_FOUND or mapped.code == "NoSuchBucket":
+                raise self.error(op, path, mapped.kind, mapped.cause) from exc
+            head = None
+        stored = None if head is None else full_object_sha256(head)
+        if stored is None:
+            return super().sha256(path, on_bytes=on_bytes)
+        size = int(head.get("ContentLength", 0))
+        if on_bytes is not None:
+            on_bytes(size)
+        return ContentDigest(size, stored, stored=True)
 
     def open_read(self, path: str) -> BinaryIO:
         op = "read"
@@ -513,28 +529,15 @@ class S3Storage(Storage):
             raise self.error(op, path, mapped.kind, mapped.cause) from exc
         return cast(BinaryIO, _S3ReadStream(self, path, response["Body"]))
 
-    def write_stream(
-        self,
-        path: str,
-        chunks: Iterable[bytes],
-        *,
-        overwrite: bool,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        content_type: str | None = None,
-        if_revision: str | None = None,
-        in_place: bool = False,
-    ) -> Entry:
+    def _write_stream(self, path: str, chunks: Iterable[bytes], request: WriteRequest) -> Entry:
         op = "write"
-        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
-        self._check_path(op, path)
         self._check_writable(op, path)
-        conditions = self._write_conditions(op, path, overwrite=overwrite, if_revision=if_revision)
-        precondition = ErrorKind.CONFLICT if if_revision is not None else ErrorKind.ALREADY_EXISTS
-        if expected_size is not None and expected_size < SMALL_WRITE:
-            return self._write(op, path, chunks, conditions, precondition, expected_size, expected_sha256, content_type)
+        conditions = self._write_conditions(op, path, overwrite=request.overwrite, if_revision=request.if_revision)
+        precondition = ErrorKind.CONFLICT if request.if_revision is not None else ErrorKind.ALREADY_EXISTS
+        if request.expected_size is not None and request.expected_size < SMALL_WRITE:
+            return self._write(op, path, chunks, conditions, precondition, request)
         with self._large_slots:
-            return self._write(op, path, chunks, conditions, precondition, expected_size, expected_sha256, content_type)
+            return self._write(op, path, chunks, conditions, precondition, request)
 
     def _write(
         self,
@@ -543,13 +546,11 @@ class S3Storage(Storage):
         chunks: Iterable[bytes],
         conditions: dict[str, str],
         precondition: ErrorKind,
-        expected_size: int | None,
-        expected_sha256: str | None,
-        content_type: str | None,
+        request: WriteRequest,
     ) -> Entry:
-        verifier = HashingVerifier(expected_size, expected_sha256)
-        headers = {"ContentType": content_type or content_type_for(path)}
-        part_size = part_size_for(expected_size, self.part_size)
+        verifier = HashingVerifier(request.expected_size, request.expected_sha256)
+        headers = {"ContentType": request.content_type or content_type_for(path)}
+        part_size = part_size_for(request.expected_size, self.part_size)
         pool = self._buffers if part_size == self.part_size else BufferPool(part_size)
         parts = PartBuffer(part_size, pool)
         upload: _MultipartUpload | None = None

@@ -35,7 +35,7 @@ from paramiko.sftp_client import SFTPClient
 
 from distributor_core import paths as lp
 from distributor_core.storage import sftp_wire as wire
-from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage
+from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage, WriteRequest
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.sftp_connection import (
@@ -428,34 +428,21 @@ class SFTPStorage(Storage):
         )
         return reader  # type: ignore[return-value]
 
-    def write_stream(
-        self,
-        path: str,
-        chunks: Iterable[bytes],
-        *,
-        overwrite: bool,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        content_type: str | None = None,
-        if_revision: str | None = None,
-        in_place: bool = False,
-    ) -> Entry:
+    def _write_stream(self, path: str, chunks: Iterable[bytes], request: WriteRequest) -> Entry:
         op = "write"
-        self._check_in_place(op, path, in_place=in_place, overwrite=overwrite, if_revision=if_revision)
-        self._check_path(op, path)
-        verifier = HashingVerifier(expected_size, expected_sha256)
+        verifier = HashingVerifier(request.expected_size, request.expected_sha256)
         try:
-            transfer = expected_size is None or expected_size >= TRANSFER_MIN_SIZE
+            transfer = request.expected_size is None or request.expected_size >= TRANSFER_MIN_SIZE
             with self._session(op, path, transfer=transfer) as channel:
                 sftp = channel.sftp
                 self._ensure_parent(sftp, op, path)
                 final = self._remote(path)
-                if in_place:
+                if request.in_place:
                     self._write_in_place(channel, op, path, final, chunks, verifier)
                     return Entry(path=path, type="file", size=verifier.size)
                 existing = self._lstat_or_none(sftp, final)
                 if existing is not None:
-                    if not overwrite:
+                    if not request.overwrite:
                         raise self.error(op, path, ErrorKind.ALREADY_EXISTS)
                     if _is_dir(existing):
                         raise self.error(op, path, ErrorKind.UNSUPPORTED, "target is a directory")
@@ -466,7 +453,9 @@ class SFTPStorage(Storage):
                     problem = verifier.problem()
                     if problem:
                         raise self.error(op, path, ErrorKind.INTEGRITY, problem)
-                    self._publish(sftp, op, temp, final, path, overwrite=overwrite, if_revision=if_revision)
+                    self._publish(
+                        sftp, op, temp, final, path, overwrite=request.overwrite, if_revision=request.if_revision
+                    )
                 except BaseException:
                     self._remove_quietly(sftp, temp)
                     raise

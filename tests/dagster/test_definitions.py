@@ -5,6 +5,7 @@ the ``DISTRIBUTOR_CONFIG`` module and the dg component."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 from dagster.components.testing import create_defs_folder_sandbox
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from distributor_core.config import ConfigError, load_config
@@ -158,13 +159,14 @@ pipelines:
 def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> None:
     """Every run config field is optional (so "Execute checks" and Materialize need no config;
     without ``upload_run_id`` a run publishes the uploads still waiting, test_upload_sensor), and
-    only the fields that apply are offered: uploads take ``upload_run_id``, sources ``bundle_path``."""
+    only the fields that apply are offered: uploads take ``upload_run_id`` (one, the launchpad's) or
+    ``upload_run_ids`` (a batch, the sensor's), sources ``bundle_path``."""
     defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
     assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
     job = defs.resolve_job_def("publish_example_http_upload")
     ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
     config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"destination", "upload_run_id", "dry_run", "force", "republish"}
+    assert set(config_fields) == {"destination", "upload_run_id", "upload_run_ids", "dry_run", "force", "republish"}
     assert not any(field.is_required for field in config_fields.values())
     # a pipeline with one destination has no destination to choose
     local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")
@@ -455,7 +457,12 @@ DESTINATION_IDS = st.sampled_from(["a", "b", "c", "b__c", "b.c", "a__load_state"
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pipelines=st.lists(st.tuples(PIPELINE_IDS, st.lists(DESTINATION_IDS, min_size=1, max_size=3, unique=True)),
                           min_size=1, max_size=3, unique_by=lambda item: item[0]))
+@example(pipelines=[("p", ["a"]), ("a.b", ["b"]), ("a-b", ["c"])])
 def test_a_config_that_loads_never_collides_inside_dagster(tmp_path: Path, pipelines: list) -> None:
+    """The only collision these ids can make is two pipeline ids that differ only in characters
+    Dagster names do not allow (``a.b`` and ``a-b`` are both ``a_b``): that load fails naming both
+    pipelines and the name; every other config loads into Dagster (no ``__`` separator of a
+    generated name lets two owners meet)."""
     doc = {"pipelines": [
         {"id": pid, "source": {"backend": "local", "path": "src"},
          "destinations": [{"id": did, "backend": "local", "path": f"out/{i}/{j}"} for j, did in enumerate(dids)]}
@@ -463,9 +470,21 @@ def test_a_config_that_loads_never_collides_inside_dagster(tmp_path: Path, pipel
     ]}
     config = tmp_path / "generated.yml"
     config.write_text(yaml.safe_dump(doc))
-    try:
-        defs = build_definitions(config)
-    except NameCollisionError as exc:
-        assert " and pipeline " in str(exc)
+    seen: dict[str, str] = {}
+    clash = None
+    for pid, _ in pipelines:
+        name = re.sub(r"[^A-Za-z0-9_]", "_", pid)
+        if name in seen:
+            clash = (seen[name], pid, name)
+            break
+        seen[name] = pid
+    if clash is not None:
+        first, second, name = clash
+        with pytest.raises(NameCollisionError) as info:
+            build_definitions(config)
+        assert str(info.value) == (
+            f"pipeline {first} and pipeline {second} both map to the Dagster asset name {name!r}; rename one "
+            "of them (Dagster names allow only letters, digits and underscores)"
+        )
         return
-    dg.Definitions.validate_loadable(defs)
+    dg.Definitions.validate_loadable(build_definitions(config))

@@ -16,8 +16,8 @@ than a few bytes, half way through streaming it. After each kill:
 
 Scenarios: single-owner publish into an empty root (with generated HTML), single-owner replace,
 single-owner merge next to an unmanaged file, and a shared root of three pipelines written by one
-run. Backends: local and SFTP (OpenSSH). A few timing-based kills during a 48 MiB write complete
-the picture.
+run. Backends: local and SFTP (OpenSSH). A few kills from outside during a 48 MiB write (at
+seeded byte offsets, the process stopped there first) complete the picture.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import random
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -372,7 +371,7 @@ def test_kill_point_counts_are_recorded(tmp_path: Path) -> None:
     assert ("delete", "gone/old.txt") in mutating[state_write:]
 
 
-# --------------------------------------------------------------------------- timing-based kills
+# --------------------------------------------------------------------------- kills from outside
 
 BIG = 48 * 1024 * 1024
 
@@ -382,14 +381,15 @@ def _big_source(work: Path, created: datetime, fill: bytes) -> None:
                  bundle_id="reports.big", created=created)
 
 
-def test_timing_based_kills_during_a_large_write(tmp_path: Path) -> None:
-    """SIGKILL from outside at seeded random moments while a 48 MiB output is being written
-    (the seed is in every assertion message); every re-run converges."""
+def test_kills_from_outside_at_seeded_points_of_a_large_write(tmp_path: Path) -> None:
+    """SIGKILL from outside while a 48 MiB output is being written, at seeded random byte offsets
+    (the seed is in every assertion message): the hook stops the whole process (``SIGSTOP``, every
+    thread wherever it is) once that many bytes were streamed to the backend, the test sees it
+    stopped and kills it; every re-run converges."""
     seed = 20260609
     rng = random.Random(seed)
     backend = _local_backend(tmp_path)
     scenario = Scenario("big", {"reports": ({"old.txt": b"v1"}, {})})
-    mid_write = 0
     for attempt in range(4):
         work = tmp_path / f"big{attempt}"
         work.mkdir()
@@ -401,33 +401,22 @@ def test_timing_based_kills_during_a_large_write(tmp_path: Path) -> None:
         previous = tree(root)
         _big_source(work, T0 + timedelta(hours=1), b"version two\n")
         new = _clean_result(work, root)
-        proc = subprocess.Popen([str(DISTRIBUTOR), "run", "--config", str(config)], env=hook_env(),
+        offset = rng.randrange(1024 * 1024, BIG)  # more than any other write of the run streams
+        label = f"kill #{attempt} after {offset} bytes of the large write (seed {seed})"
+        proc = subprocess.Popen([str(DISTRIBUTOR), "run", "--config", str(config)],
+                                env=hook_env(DISTRIBUTOR_TEST_STOP=f"write:*:during:{offset}"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        seen_temp = False
-        # wait until the big output's temporary is being written, then a random extra moment
-        while time.monotonic() < deadline and proc.poll() is None and not seen_temp:
-            seen_temp = any(_growing_temp(p) for p in root.iterdir())
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0, 0.01))
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once the process has stopped
+        assert os.WIFSTOPPED(status), (label, status)
+        assert any(p.name.startswith(".distributor-tmp-") for p in root.iterdir()), label
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        mid_write += seen_temp and proc.returncode == -signal.SIGKILL
-        label = f"timed kill #{attempt} (seed {seed}, exit {proc.returncode})"
+        assert proc.wait() == -signal.SIGKILL, label
         check_never_lies(tree(root), previous=previous, new=new, label=label)
         rerun = run_inprocess("run", "--config", str(config))
         assert rerun.code == 0, (label, rerun.stderr)
         final = tree(root)
         check_consistent(final, unmanaged={}, label=label)
         assert semantic(final) == semantic(new), label
-    assert mid_write >= 2, f"only {mid_write} of 4 kills landed during the write (seed {seed})"
-
-
-def _growing_temp(path: Path) -> bool:
-    try:
-        return path.name.startswith(".distributor-tmp-") and path.stat().st_size > 1024 * 1024
-    except FileNotFoundError:
-        return False
 
 
 def _clean_result(work: Path, root: Path) -> dict[str, bytes]:

@@ -1,5 +1,6 @@
-"""``S3Storage.stat_with_sha256``: an object's stored ``ChecksumSHA256`` is used only when it is the
-sha256 of the whole object (single part / ``FULL_OBJECT``), never a multipart checksum of checksums."""
+"""``S3Storage.sha256``: an object's stored ``ChecksumSHA256`` is the answer (nothing read) only when
+it is the sha256 of the whole object (single part / ``FULL_OBJECT``), never a multipart checksum
+of checksums; every other object is streamed."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from distributor_core.storage.base import ContentDigest
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
-from distributor_core.storage.local import LocalStorage
 from distributor_core.storage.s3 import S3Storage, full_object_sha256
 from tests.peers.moto import MotoServer, make_s3_storage
 
@@ -42,16 +43,6 @@ def _hex(data: bytes) -> str:
 )
 def test_full_object_sha256_rules(head: dict, expected: str | None) -> None:
     assert full_object_sha256(head) == expected
-
-
-def test_backends_without_the_feature_refuse_stored_digests(tmp_path) -> None:
-    (tmp_path / "a.txt").write_bytes(b"abc")
-    local = LocalStorage(tmp_path)
-    assert Feature.STORED_SHA256 not in local.capabilities
-    for storage in (local, FaultInjectingStorage(local)):
-        with pytest.raises(StorageError) as info:
-            storage.stat_with_sha256("a.txt")
-        assert info.value.kind == ErrorKind.UNSUPPORTED
 
 
 @pytest.fixture
@@ -90,22 +81,21 @@ def test_against_moto(s3: S3Storage, moto_server: MotoServer) -> None:
         client.close()
 
     assert Feature.STORED_SHA256 in s3.capabilities
-    entry, digest = s3.stat_with_sha256("with.txt")
-    assert (entry.type, entry.size, digest) == ("file", len(data), _hex(data))
-    wrapped = FaultInjectingStorage(s3)  # passes the feature through, counted as a stat
-    assert Feature.STORED_SHA256 in wrapped.capabilities
-    assert wrapped.stat_with_sha256("with.txt") == (entry, _hex(data))
-    assert wrapped.count("stat") == 1
-    wrapped.fail("stat", path="with.txt")
-    with pytest.raises(StorageError):
-        wrapped.stat_with_sha256("with.txt")
-    assert entry.revision == s3.stat("with.txt").revision
-    assert s3.stat_with_sha256("plain.txt")[1] is None
-    entry, digest = s3.stat_with_sha256("multi.bin")
-    assert (entry.size, digest) == (2 * PART, None)
-    assert s3.stat_with_sha256("")[0].type == "directory"
+    seen: list[int] = []
+    assert s3.sha256("with.txt", on_bytes=seen.append) == ContentDigest(len(data), _hex(data), stored=True)
+    assert seen == [len(data)]  # vouched for, not read
+    assert s3.sha256("plain.txt") == ContentDigest(len(data), _hex(data), stored=False)
+    whole = bytes([1]) * PART + bytes([2]) * PART
+    assert s3.sha256("multi.bin") == ContentDigest(2 * PART, _hex(whole), stored=False)
+    # the fault injector runs the generic hash on its failable reads, never the stored checksum
+    wrapped = FaultInjectingStorage(s3)
+    assert Feature.STORED_SHA256 not in wrapped.capabilities
+    assert wrapped.sha256("with.txt") == ContentDigest(len(data), _hex(data), stored=False)
+    assert wrapped.count("read") == 1
     s3.write_bytes("dir/inner.txt", b"x", overwrite=True)
-    assert s3.stat_with_sha256("dir") == (s3.stat("dir"), None)
     with pytest.raises(StorageError) as info:
-        s3.stat_with_sha256("missing.txt")
+        s3.sha256("dir")
+    assert info.value.kind == ErrorKind.UNSUPPORTED
+    with pytest.raises(StorageError) as info:
+        s3.sha256("missing.txt")
     assert info.value.kind == ErrorKind.NOT_FOUND

@@ -103,7 +103,7 @@ def test_a_backend_that_does_not_declare_capabilities_cannot_be_instantiated() -
         def open_read(self, path):  # type: ignore[no-untyped-def]
             raise NotImplementedError
 
-        def write_stream(self, path, chunks, **kwargs):  # type: ignore[no-untyped-def]
+        def _write_stream(self, path, chunks, request):  # type: ignore[no-untyped-def]
             raise NotImplementedError
 
         def rename(self, src, dst, *, overwrite):  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from distributor_core.transform import (
-    MARKDOWN_TO_HTML,
     html_output_path,
     index_output_path,
     is_markdown_path,
@@ -179,5 +178,3 @@ def test_output_paths_reject_non_markdown_and_unknown_modes() -> None:
         html_output_path("report.md", "inline")
 
 
-def test_transform_id() -> None:
-    assert MARKDOWN_TO_HTML == "markdown_to_html"

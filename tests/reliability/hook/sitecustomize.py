@@ -13,9 +13,12 @@ variables, records or kills:
     ...) counted over all destinations: ``before`` the call reaches the backend, ``after`` it took
     effect, or ``during`` a write once ``after_bytes`` bytes were streamed to the backend.
 
-``DISTRIBUTOR_TEST_STOP=<kind>:<nth>:<when>``
+``DISTRIBUTOR_TEST_STOP=<kind>:<nth>:<when>[:<after_bytes>]``
     like ``KILL`` but ``SIGSTOP``: the whole process (lock renewal included) stalls there until
-    the test sends ``SIGCONT`` (a writer that is merely slow).
+    the test sends ``SIGCONT`` (a writer that is merely slow). ``nth`` may be ``*``: every call
+    of ``kind``, so ``write:*:during:<k>`` stops in the first write that streams more than ``k``
+    bytes, whichever its place among parallel writes. A ``during`` stop is for a test that kills
+    the stopped process from outside (continued, the write fails).
 ``DISTRIBUTOR_TEST_LOCK_WAIT`` / ``DISTRIBUTOR_TEST_LOCK_LEASE`` (seconds)
     override the lock wait (30 s) and lease (120 s) of every publication.
 
@@ -51,14 +54,20 @@ def _install() -> None:
         else:
             faults.append(Fault(kind, nth=nth, when=when, error=die))  # type: ignore[arg-type]
     if stop:
-        kind, nth, when = stop.split(":")
+        kind, nth, when, *during = stop.split(":")
 
         def stall(op: str, path: str) -> BaseException:
             os.kill(os.getpid(), signal.SIGSTOP)
             # resumed: let the call go ahead as if nothing happened (a "before" stop)
             raise _Resume()
 
-        faults.append(Fault(kind, nth=int(nth), when=when, error=stall))  # type: ignore[arg-type]
+        every = nth == "*"
+        if when == "during":
+            faults.append(Fault(kind, nth=None if every else int(nth), times=None if every else 1,  # type: ignore[arg-type]
+                                after_bytes=int(during[0]), error=stall))
+        else:
+            faults.append(Fault(kind, nth=None if every else int(nth), times=None if every else 1,  # type: ignore[arg-type]
+                                when=when, error=stall))
     trace_fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if trace else None
 
     class Hooked(FaultInjectingStorage):
