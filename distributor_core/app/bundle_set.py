@@ -167,7 +167,11 @@ class DestinationSection(msgspec.Struct, Generic[R]):
         """This destination's refusal and those of its failed bundle paths."""
         found = [self.refusal] if self.refusal is not None else []
         if isinstance(self.report, BundleSetReport):
-            found += [section.refusal for section in self.report.sections if section.refusal is not None]
+            for section in self.report.sections:
+                found += [section.refusal] if section.refusal is not None else []
+                found += [r for r in (getattr(section.report, "refusal", None),) if r is not None]
+        elif getattr(self.report, "refusal", None) is not None:
+            found.append(self.report.refusal)  # type: ignore[union-attr]
         return found
 
     @property

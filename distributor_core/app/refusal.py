@@ -43,10 +43,11 @@ UNREACHABLE_ROOT = "unreachable_root"
 MISSING_SOURCE_ROOT = "missing_source_root"
 LOCKED = "locked"
 MISSING_STATE = "missing_state"
+AUDIT_PROBLEMS = "audit_problems"
 
 FAILURE_CLASSES = (
     UNMANAGED_CONTENT, FOREIGN_OWNER, INVALID_STATE, SOURCE_CONFLICT, CORRUPT_BUNDLE, MISSING_CREDENTIAL,
-    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE,
+    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE, AUDIT_PROBLEMS,
 )
 
 
@@ -375,3 +376,22 @@ def for_maintenance_error(
             )
         return for_destination_error(storage_config, exc.kind.value, pipeline_id, destination_id, bundle_path)
     return None
+
+
+def audit_problems(
+    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, outputs: Sequence[str],
+    unmanaged: Sequence[str],
+) -> Refusal:
+    """Recorded outputs an audit found missing or changed, and unmanaged files it does not allow
+    (both relative to the bundle path)."""
+    scope = _scope(pipeline_id, destination_id)
+    bundle = f" --bundle {bundle_path}" if bundle_path else ""
+    fixes = []
+    if outputs:
+        fixes.append(f"restore the outputs with `distributor run {scope} --republish`, or drop their records with "
+                     f"`distributor reconcile-state {scope}{bundle} --audit`")
+    if unmanaged:
+        fixes.append("remove the unmanaged files, adopt copies of planned outputs with `reconcile-state --adopt`, or "
+                     "allow them with `--allow-unmanaged`")
+    paths = [absolute(storage_config, _join(bundle_path, path)) for path in (*outputs, *unmanaged)]
+    return Refusal(AUDIT_PROBLEMS, root_location(storage_config), remedy="; ".join(fixes), **_shown(paths))
