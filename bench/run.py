@@ -33,6 +33,7 @@ SCENARIOS = {
     "P11": "bench.p11_audit",
     "P12": "bench.p12_dagster_bundles",
     "P13": "bench.p13_dagster_scale",
+    "P14": "bench.p14_upload_batches",
 }
 
 

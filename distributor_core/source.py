@@ -27,8 +27,6 @@ from distributor_core.bundle import (
     validate_manifest,
     verify,
 )
-from distributor_core.bundle.codec import valid_manifest_from_obj
-from distributor_core.jsonfmt import JSONFormatError, loads_object
 from distributor_core.parallel import run_ordered
 from distributor_core.storage.base import CHUNK_SIZE, Entry, FileIdentity, Storage, iter_chunks
 from distributor_core.storage.capabilities import Feature
@@ -195,12 +193,7 @@ def load_source_manifest(storage: Storage, bundle_path: str) -> ValidManifest:
         if error is None:
             raise
         raise BundleValidationError(str(error).replace(f"file {MANIFEST_NAME}", MANIFEST_NAME, 1)) from exc
-    try:
-        manifest = valid_manifest_from_obj(loads_object(data))
-    except JSONFormatError:
-        manifest = None
-    # anything unusual (or invalid) takes the exact parser, which words the error
-    return manifest if manifest is not None else parse_manifest(data)
+    return parse_manifest(data)
 
 
 def validate_source_bundle(

@@ -79,7 +79,7 @@ class BuildOptions:
     - ``asset_key_prefix``: components prepended to every asset key (sanitised like ids).
     - ``max_runs_per_tick``: bound of run requests one sensor tick emits; the rest follow next tick.
     - ``bundles_per_run``: bundles one run publishes at most when many are published at once (the
-      backfill policy of per-bundle destination assets).
+      backfill policy of per-bundle destination assets; the uploads of one ``uploads_<p>`` run).
     - ``automation``: ``"sensors"`` (default: ``watch_<p>`` requests publish runs) or ``"eager"``
       (destination assets of ``local``/``ssh``/``s3`` pipelines get ``AutomationCondition.eager()``
       and publish when their source is observed with a new bundle; ``watch_<p>`` then only observes).

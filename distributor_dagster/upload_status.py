@@ -1,8 +1,9 @@
 """Dagster run overlay for ``GET /runs/<id>`` with ``--publisher dagster`` (resolutions D1).
 
 The upload server asks this run status source (registered for ``dagster`` under the entry point
-group ``distributor.run_status``, see :mod:`distributor_core.server.runstatus`) for the publish run
-found by tag ``distributor/upload_run_id`` and maps its status: queued/not started/starting/managed
+group ``distributor.run_status``, see :mod:`distributor_core.server.runstatus`) for the newest
+publish run carrying the upload's tag (:func:`upload_tag`, one per upload of a batch run; runs of
+older releases: ``distributor/upload_run_id``) and maps its status: queued/not started/starting/managed
 → ``queued``; started/canceling/suspended → ``running``; success → ``succeeded``; failure/canceled
 → ``failed`` with the first step error. Dagster is imported on first use, so starting ``serve``
 stays fast.
@@ -14,6 +15,17 @@ import threading
 from typing import Any
 
 UPLOAD_RUN_ID_TAG = "distributor/upload_run_id"
+#: prefix of the per-upload tag key: ``distributor/upload.<stamp>.<hex>``
+UPLOAD_TAG_PREFIX = "distributor/upload."
+
+
+def upload_tag(upload_run_id: str) -> tuple[str, str]:
+    """The run tag naming one upload a run publishes: key ``distributor/upload.<stamp>.<hex>``
+    (the upload run id ``<pipeline>.<stamp>.<hex>`` without its pipeline id, so the key keeps to
+    Dagster's tag key rules whatever the pipeline id's length), value the pipeline id. A batch run
+    carries one per upload, so ``GET /runs/<id>`` and the UI's tag filter find it."""
+    pipeline_id, _, rest = upload_run_id[:-26], upload_run_id[-26:-25], upload_run_id[-25:]
+    return f"{UPLOAD_TAG_PREFIX}{rest}", pipeline_id
 
 _STATUS_MAP = {
     "QUEUED": "queued",
@@ -56,7 +68,10 @@ class DagsterRunLookup:
         from dagster import RunsFilter
 
         instance = self._get_instance()
-        runs = instance.get_runs(filters=RunsFilter(tags={UPLOAD_RUN_ID_TAG: run_id}), limit=1)
+        key, value = upload_tag(run_id)
+        runs = instance.get_runs(filters=RunsFilter(tags={key: value}), limit=1)
+        if not runs:  # a run of an older release, tagged with its one upload
+            runs = instance.get_runs(filters=RunsFilter(tags={UPLOAD_RUN_ID_TAG: run_id}), limit=1)
         if not runs:
             return None
         run = runs[0]

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from distributor_core import paths as lp
+from distributor_core.app import refusal as refusals
 from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import destination_storage, run_bundle_set
@@ -114,7 +115,7 @@ def audit_bundle(
     unmanaged, truncated = unmanaged_entries(storage, bundle_path, managed_paths(document), limit=walk_limit)
     if stat_state(storage, bundle_path).revision != loaded.revision:
         warnings.append("state changed while it was audited (a writer ran meanwhile); re-run the audit")
-    return AuditReport(
+    report = AuditReport(
         pipeline_id=target.pipeline.id,
         destination_id=target.destination.id,
         backend=target.backend,
@@ -130,6 +131,13 @@ def audit_bundle(
         allow_unmanaged=allow_unmanaged,
         truncated=truncated,
     )
+    if not report.clean:
+        report.refusal = refusals.audit_problems(
+            target.destination.storage, target.pipeline.id, target.destination.id, bundle_path,
+            [check.path for check in report.problems],
+            [] if allow_unmanaged else [entry.path for entry in report.unmanaged_entries],
+        )
+    return report
 
 
 def audit_destination(
@@ -218,6 +226,7 @@ def audit_error_message(report: AnyAuditReport) -> str:
     reports = [report] if isinstance(report, AuditReport) else report.reports
     problems = [
         f"{r.pipeline_id}/{r.destination_id} [{lp.display_path(r.bundle_path)}]: {r.problem_summary()}"
+        + (f" ({r.refusal.sentence()})" if r.refusal is not None else "")
         for r in reports
         if not r.clean
     ]

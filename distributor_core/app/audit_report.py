@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from distributor_core.app.output_check import OK, STATUSES, OutputCheck
+from distributor_core.app.refusal import Refusal
 from distributor_core.app.repair_report import ReportExtras, fields_line, scope_dict
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.state import OwnerScope
@@ -41,6 +42,8 @@ class AuditReport(ReportExtras):
     unmanaged_entries: list[UnmanagedEntry] = msgspec.field(default_factory=list)
     allow_unmanaged: bool = False
     truncated: bool = False
+    #: where and how to fix what the audit found (``refusal`` in JSON), when it is not clean
+    refusal: Refusal | None = None
 
     @property
     def checked_count(self) -> int:
@@ -100,6 +103,8 @@ class AuditReport(ReportExtras):
         )
         if self.truncated:
             data["truncated"] = True
+        if self.refusal is not None:
+            data["refusal"] = self.refusal.to_dict()
         return self._tail(data)
 
     def text_line(self, *, with_bundle: bool = False) -> str:

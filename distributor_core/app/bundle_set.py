@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from distributor_core import paths as lp
+from distributor_core.app.refusal import Refusal
 from distributor_core.state import PruneCandidate
 
 
@@ -42,6 +43,8 @@ class BundleSection(msgspec.Struct, Generic[R]):
     bundle_path: str
     report: R | None = None
     error: str = ""
+    #: where and how to fix the failure (``refusal`` in JSON), when it has a known remedy
+    refusal: Refusal | None = None
 
     @property
     def failed(self) -> bool:
@@ -54,6 +57,8 @@ class BundleSection(msgspec.Struct, Generic[R]):
             data = {"bundle_path": self.bundle_path}
         if self.error:
             data["error"] = self.error
+        if self.refusal is not None:
+            data["refusal"] = self.refusal.to_dict()
         return data
 
     def failed_line(self) -> str:
@@ -80,6 +85,8 @@ class BundleSetReport(msgspec.Struct, Generic[R]):
     root_path: str
     dry_run: bool
     sections: list[BundleSection[R]] = msgspec.field(default_factory=list)
+    #: the root as the text line shows it (absolute for a local root); JSON keeps ``root_path``
+    root_text: str = ""
 
     @property
     def reports(self) -> list[R]:
@@ -132,7 +139,7 @@ class BundleSetReport(msgspec.Struct, Generic[R]):
         lines = [line for section in self.sections for line in section.text_lines()]
         lines.append(
             f"Bundles: pipeline={self.pipeline_id} destination={self.destination_id} backend={self.backend} "
-            f"root={self.root_path} bundles={len(self.sections)} failed={len(self.failed)} "
+            f"root={self.root_text or self.root_path} bundles={len(self.sections)} failed={len(self.failed)} "
             f"dry_run={'true' if self.dry_run else 'false'}"
         )
         return lines
@@ -152,6 +159,20 @@ class DestinationSection(msgspec.Struct, Generic[R]):
     root_path: str
     report: BundleSetReport[R] | R | None = None
     error: str = ""
+    #: where and how to fix ``error``, when it has a known remedy
+    refusal: Refusal | None = None
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        """This destination's refusal and those of its failed bundle paths."""
+        found = [self.refusal] if self.refusal is not None else []
+        if isinstance(self.report, BundleSetReport):
+            for section in self.report.sections:
+                found += [section.refusal] if section.refusal is not None else []
+                found += [r for r in (getattr(section.report, "refusal", None),) if r is not None]
+        elif getattr(self.report, "refusal", None) is not None:
+            found.append(self.report.refusal)  # type: ignore[union-attr]
+        return found
 
     @property
     def name(self) -> str:
@@ -183,6 +204,8 @@ class DestinationSection(msgspec.Struct, Generic[R]):
             }
         if self.error:
             data["error"] = self.error
+        if self.refusal is not None:
+            data["refusal"] = self.refusal.to_dict()
         return data
 
     def text_lines(self) -> list[str]:

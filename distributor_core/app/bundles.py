@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from distributor_core.app.bundle_set import BundleSection, BundleSetReport, DestinationSection, SectionReport
+from distributor_core.app.refusal import for_maintenance_error
 from distributor_core.app.selection import Target, discover_state_bundles
 from distributor_core.execute.journal import JournalError
 from distributor_core.paths import PathError
@@ -61,7 +62,8 @@ def run_bundle_set(
 ) -> BundleSetReport[R]:
     """Run ``one`` for every bundle path holding state (or each of ``bundles``), in path order."""
     report: BundleSetReport[R] = BundleSetReport(
-        target.pipeline.id, target.destination.id, target.backend, target.root_path, dry_run
+        target.pipeline.id, target.destination.id, target.backend, target.root_path, dry_run,
+        root_text=target.root_text,
     )
     if bundles is None:
         bundles = discover_state_bundles(storage, limit=discovery_limit)
@@ -71,7 +73,9 @@ def run_bundle_set(
         except ReportedError as exc:
             report.sections.append(BundleSection(bundle, exc.report, str(exc)))  # type: ignore[arg-type]
         except BUNDLE_ERRORS as exc:
-            report.sections.append(BundleSection(bundle, None, str(exc)))
+            refusal = for_maintenance_error(target.destination.storage, target.pipeline.id, target.destination.id,
+                                            bundle, exc)
+            report.sections.append(BundleSection(bundle, None, str(exc), refusal))
     return report
 
 
@@ -90,6 +94,8 @@ def run_destinations(targets: Iterable[Target], work: Callable[[Target], Any]) -
             section.report, section.error = exc.report, one_line(exc)
         except Exception as exc:  # one destination's failure never stops the others
             section.error = one_line(exc)
+            section.refusal = for_maintenance_error(
+                target.destination.storage, target.pipeline.id, target.destination.id, "", exc)
         yield section
 
 

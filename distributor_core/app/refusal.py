@@ -43,10 +43,11 @@ UNREACHABLE_ROOT = "unreachable_root"
 MISSING_SOURCE_ROOT = "missing_source_root"
 LOCKED = "locked"
 MISSING_STATE = "missing_state"
+AUDIT_PROBLEMS = "audit_problems"
 
 FAILURE_CLASSES = (
     UNMANAGED_CONTENT, FOREIGN_OWNER, INVALID_STATE, SOURCE_CONFLICT, CORRUPT_BUNDLE, MISSING_CREDENTIAL,
-    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE,
+    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE, AUDIT_PROBLEMS,
 )
 
 
@@ -87,7 +88,7 @@ class Refusal(msgspec.Struct, frozen=True):
         text = ", ".join(self.paths)
         more = self.count - len(self.paths)
         if more > 0:
-            text += f" and {more}{' or more' if self.count_is_minimum else ''} more"
+            text += f" and {'at least ' if self.count_is_minimum else ''}{more} more"
         return text
 
     def sentence(self) -> str:
@@ -161,7 +162,7 @@ def _shown(paths: Sequence[str], count: int | None = None, *, minimum: bool = Fa
 
 
 def _scope(pipeline_id: str, destination_id: str) -> str:
-    return f"--pipeline {pipeline_id} --destination {destination_id}"
+    return f"--config FILE --pipeline {pipeline_id} --destination {destination_id}"
 
 
 def unmanaged_content(
@@ -175,7 +176,7 @@ def unmanaged_content(
         remedy=(
             f"remove or move these files, replace them once with `distributor run {scope} --force` "
             f"(Dagster: force: true), or adopt identical copies with "
-            f"`distributor reconcile-state --config FILE {scope} --adopt`"
+            f"`distributor reconcile-state {scope} --adopt`"
         ),
         **_shown([absolute(storage, p) for p in relative], count, minimum=minimum),
     )
@@ -186,9 +187,9 @@ def foreign_owner(storage: Any, destination_id: str, relative: Sequence[str], ow
     return Refusal(
         FOREIGN_OWNER, root_location(storage),
         remedy=(
-            f"this is {whose} publication: give destination {destination_id} its own root (or path), run the "
-            "owning pipeline/destination ids, or permit it with `takeover.mode: same_pipeline` "
-            "(or `any_managed`) on the destination after review"
+            f"this is {whose} publication: give destination {destination_id} its own root (or path), or, after "
+            f"review, let it take over with `takeover.mode: same_pipeline` (or `any_managed`) on destination "
+            f"{destination_id}"
         ),
         **_shown([absolute(storage, p) for p in relative]),
     )
@@ -304,10 +305,13 @@ def for_invalid_bundle(source_config: Any, bundle_path: str, file: str = "") -> 
     )
 
 
-def missing_credential(storage_config: Any, secret: str = "", key_file: str = "") -> Refusal:
+def missing_credential(storage_config: Any, secret: str = "", key_file: str = "", config_file: str = "") -> Refusal:
     if key_file:
         remedy = "make the key file readable by the user running distributor, or fix `private_key_file`"
         paths = [key_file]
+    elif config_file:
+        remedy = "make the OpenSSH config file readable by the user running distributor, or fix `ssh_config_file`"
+        paths = [config_file]
     else:
         remedy = (f"export {secret or 'the variable'} (non-empty), or put a file named {secret or 'after it'} in "
                   "`secrets.directory`; `--pipeline`/`--destination` run the others alone")
@@ -372,3 +376,22 @@ def for_maintenance_error(
             )
         return for_destination_error(storage_config, exc.kind.value, pipeline_id, destination_id, bundle_path)
     return None
+
+
+def audit_problems(
+    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, outputs: Sequence[str],
+    unmanaged: Sequence[str],
+) -> Refusal:
+    """Recorded outputs an audit found missing or changed, and unmanaged files it does not allow
+    (both relative to the bundle path)."""
+    scope = _scope(pipeline_id, destination_id)
+    bundle = f" --bundle {bundle_path}" if bundle_path else ""
+    fixes = []
+    if outputs:
+        fixes.append(f"restore the outputs with `distributor run {scope} --republish`, or drop their records with "
+                     f"`distributor reconcile-state {scope}{bundle} --audit`")
+    if unmanaged:
+        fixes.append("remove the unmanaged files, adopt copies of planned outputs with `reconcile-state --adopt`, or "
+                     "allow them with `--allow-unmanaged`")
+    paths = [absolute(storage_config, _join(bundle_path, path)) for path in (*outputs, *unmanaged)]
+    return Refusal(AUDIT_PROBLEMS, root_location(storage_config), remedy="; ".join(fixes), **_shown(paths))

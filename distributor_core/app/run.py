@@ -35,6 +35,7 @@ from distributor_core.app.publication import (
     publish_to,
     require_one_target,
     run_report,
+    select_targets,
 )
 from distributor_core.app.report import RunReport
 from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, RunSelectionError
@@ -85,9 +86,9 @@ def selected_pipelines(config: Config, options: RunOptions) -> list[Pipeline]:
 
 
 def selected_destinations(pipeline: Pipeline, options: RunOptions) -> list[Destination]:
-    if options.destination_id is not None:
-        return [pipeline.destination(options.destination_id)]
-    return list(pipeline.destinations)
+    """``--destination``, or every destination of ``pipeline`` (the core's target selection; the
+    one-destination rule of ``--force`` is checked over the whole run by :func:`check_selection`)."""
+    return select_targets(pipeline, None if options.destination_id is None else [options.destination_id])
 
 
 def check_selection(config: Config, options: RunOptions) -> None:

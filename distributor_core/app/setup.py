@@ -123,3 +123,11 @@ def _check_backend(cfg: Any, env: Environment, context: str) -> None:
         except OSError as exc:
             raise SetupError(f"{context}: cannot read private key file {path}: {exc.strerror or exc}",
                              refusals.missing_credential(cfg, key_file=path)) from None
+    if backend == "ssh" and getattr(cfg, "ssh_config_file", None) is not None:
+        path = os.path.expanduser(os.fspath(cfg.ssh_config_file))
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SetupError(f"{context}: cannot read ssh_config_file {path}: {exc.strerror or exc}",
+                             refusals.missing_credential(cfg, config_file=path)) from None

@@ -8,8 +8,10 @@ Go-compatible indented layout with keys in the documented order and a trailing n
 
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
-from typing import Any
+from operator import attrgetter
+from typing import Annotated, Any
+
+import msgspec
 
 from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import SCHEMA_VERSION, Manifest, ManifestFile
@@ -18,6 +20,8 @@ from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_j
 from distributor_core.timefmt import TimestampError, format_precise, parse_rfc3339
 
 _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
+#: a JSON integer Go reads into an int64
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 def _required(obj: dict[str, Any], key: str, field: str) -> Any:
@@ -95,73 +99,89 @@ def manifest_to_obj(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+class FileWire(msgspec.Struct, gc=False):
+    """One ``files`` entry as JSON carries it (every key optional: absence is worded later)."""
+
+    path: str | None = None
+    sha256: str | None = None
+    size: Int64 | None = None
+
+
+class ManifestWire(msgspec.Struct):
+    """``manifest.json`` as JSON carries it: the one typed decoding of a manifest, also inside
+    ``.distributor.json``. Decoding checks every key's JSON type; unknown keys are ignored."""
+
+    schema_version: int | None = None
+    id: str | None = None
+    digest: str | None = None
+    created: str | None = None
+    files: list[FileWire] | None = None
+
+
+_DECODER = msgspec.json.Decoder(ManifestWire)
+#: what a failed typed decode raises (a lone surrogate in ``str`` input is a UnicodeError)
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeError)
+
+
+def manifest_from_wire(wire: ManifestWire, expected: ValidManifest | None = None) -> ValidManifest:
+    """The valid manifest ``wire`` describes (the contract's messages, as
+    :func:`manifest_from_obj` then :func:`validate_manifest` give them).
+
+    ``expected``: a validated manifest the caller expects (the source manifest being planned):
+    when ``wire`` describes it exactly it is returned as it is; when ``wire`` lists exactly its
+    files, the result shares them (``ValidManifest.with_identity``)."""
+    if wire.schema_version is None:
+        raise ManifestError("manifest schema_version is required")
+    if wire.schema_version != SCHEMA_VERSION:
+        raise ManifestError(f"manifest schema_version must be {SCHEMA_VERSION}")
+    for name in ("id", "digest", "created"):
+        if not getattr(wire, name):
+            raise ManifestError(f"manifest {name} is required")
+    try:
+        created = parse_rfc3339(wire.created)
+    except TimestampError as exc:
+        raise ManifestError(f"manifest created must be RFC3339: {exc}") from None
+    if wire.files is None:
+        raise ManifestError("manifest files is required")
+    files = wire.files
+    paths, shas, sizes = list(map(_PATH, files)), list(map(_SHA256, files)), list(map(_SIZE, files))
+    if None in paths or None in shas or None in sizes:
+        for index, item in enumerate(files):
+            for name in ("path", "sha256", "size"):
+                if getattr(item, name) is None:
+                    raise ManifestError(f"manifest files[{index}].{name} is required")
+    if isinstance(expected, ValidManifest) and (
+        paths == list(map(_PATH, expected.files))
+        and shas == list(map(_SHA256, expected.files))
+        and sizes == list(map(_SIZE, expected.files))
+    ):
+        if (wire.schema_version, wire.id, wire.digest, created) == (
+            expected.schema_version,
+            expected.id,
+            expected.digest,
+            expected.created,
+        ):
+            return expected
+        return expected.with_identity(wire.schema_version, wire.id, wire.digest, created)
+    made = tuple(map(ManifestFile, paths, shas, sizes))
+    return ValidManifest(wire.schema_version, wire.id, wire.digest, created, made)
+
+
 def parse_manifest(data: bytes | str) -> ValidManifest:
-    """Strictly decode ``manifest.json`` bytes and validate the result (manifest-only rules)."""
+    """Strictly decode ``manifest.json`` bytes and validate the result (manifest-only rules).
+
+    One typed decoding (:class:`ManifestWire`); a document it refuses is read again by the
+    exact walk of :func:`manifest_from_obj`, which words the problem (or, for the rare document
+    only the generic reader takes, such as one with a lone UTF-16 surrogate escape, reads it)."""
     try:
-        obj = loads_object(data)
-    except JSONFormatError as exc:
-        raise ManifestError(f"manifest is not valid JSON: {exc.detail}") from None
-    return validate_manifest(manifest_from_obj(obj))
-
-
-def valid_manifest_from_obj(obj: Any) -> ValidManifest | None:
-    """The manifest ``manifest_from_obj`` + ``validate_manifest`` would return, built without
-    per-field checks, when every field has its plain expected type and the result is valid;
-    ``None`` otherwise (the exact path then reports)."""
-    try:
-        if type(obj) is not dict:
-            return None
-        version, manifest_id, digest, created = obj["schema_version"], obj["id"], obj["digest"], obj["created"]
-        if type(version) is not int or type(manifest_id) is not str or type(digest) is not str:
-            return None
-        if type(created) is not str or type(obj["files"]) is not list:
-            return None
-        items = obj["files"]
-        if set(map(type, items)) - {dict}:
-            return None
-        paths, shas, sizes = (list(map(itemgetter(key), items)) for key in ("path", "sha256", "size"))
-        if set(map(type, paths)) - {str} or set(map(type, shas)) - {str} or set(map(type, sizes)) - {int}:
-            return None
-        return ValidManifest(
-            schema_version=version,
-            id=manifest_id,
-            digest=digest,
-            created=parse_rfc3339(created),
-            files=tuple(map(ManifestFile, paths, shas, sizes)),
-        )
-    except (KeyError, TypeError, TimestampError, ManifestError):
-        return None
-
-
-def expected_manifest_for(obj: Any, expected: ValidManifest | None) -> ValidManifest | None:
-    """``expected`` (a validated manifest the document is expected to record, such as the source
-    manifest being planned) when ``obj``, a decoded manifest object, describes it exactly:
-    parsing ``obj`` would build an equal manifest, so that one can be used instead."""
-    if isinstance(expected, ValidManifest) and _describes(obj, expected):
-        return expected
-    return None
-
-
-def _describes(obj: Any, manifest: Manifest) -> bool:
-    try:
-        if type(obj) is not dict:
-            return False
-        if type(obj["schema_version"]) is not int or obj["schema_version"] != manifest.schema_version:
-            return False
-        if obj["id"] != manifest.id or obj["digest"] != manifest.digest or type(obj["created"]) is not str:
-            return False
-        items, files = obj["files"], manifest.files
-        if type(items) is not list or len(items) != len(files) or set(map(type, items)) - {dict}:
-            return False
-        if parse_rfc3339(obj["created"]) != manifest.created:
-            return False
-        for key, getter, kind in (("path", _PATH, str), ("sha256", _SHA256, str), ("size", _SIZE, int)):
-            column = list(map(itemgetter(key), items))
-            if set(map(type, column)) - {kind} or column != list(map(getter, files)):
-                return False
-        return True
-    except (KeyError, TypeError, TimestampError):
-        return False
+        wire = _DECODER.decode(data)
+    except DECODE_ERRORS:
+        try:
+            obj = loads_object(data)
+        except JSONFormatError as exc:
+            raise ManifestError(f"manifest is not valid JSON: {exc.detail}") from None
+        return validate_manifest(manifest_from_obj(obj))
+    return manifest_from_wire(wire)
 
 
 def marshal_manifest(manifest: Manifest) -> bytes:

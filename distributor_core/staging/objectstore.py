@@ -35,11 +35,19 @@ from typing import Any
 
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.layout import RecordError
+from distributor_core.staging.leases import DEFAULT_LEASE, Lease, LeaseLost, held_by_other, lease_bytes
 from distributor_core.staging.ordering import AdmissionClock, marker_name, parse_marker
 from distributor_core.staging.pending import PendingCursor, PendingScan
 from distributor_core.staging.records import MAX_RECORD_SIZE, UploadRecord, parse_record, record_bytes
 from distributor_core.staging.runids import is_run_id
-from distributor_core.staging.status import ACCEPTED, FINISHED_STATUSES, SUCCEEDED, UploadStatus, check_transition
+from distributor_core.staging.status import (
+    ACCEPTED,
+    FINISHED_STATUSES,
+    RUNNING,
+    SUCCEEDED,
+    UploadStatus,
+    check_transition,
+)
 from distributor_core.storage import (
     Entry,
     Feature,
@@ -354,6 +362,82 @@ class ObjectStagingStore:
                 continue
             yield name, versioned
 
+    # ------------------------------------------------------------------ publication leases
+
+    def claim_next(self, owner: str, duration: timedelta = DEFAULT_LEASE) -> tuple[Lease, Versioned] | None:
+        """Take the first unfinished upload (admission order) that no other replica holds a live
+        lease on and no Dagster run owns, and start it (``running``): the lease and the record as
+        written. ``None`` when there is nothing to take."""
+        scan = PendingScan()
+        for name, versioned in self._pending_entries(scan):
+            record = versioned.record
+            if record.dagster_run_id and record.status == RUNNING:
+                continue
+            claimed = self.claim(record.run_id, owner, duration, marker=f"{PENDING}/{name}")
+            if claimed is not None:
+                return claimed
+        return None
+
+    def claim(
+        self, run_id: str, owner: str, duration: timedelta = DEFAULT_LEASE, *, marker: str | None = None
+    ) -> tuple[Lease, Versioned] | None:
+        """Lease the publication of ``run_id`` and mark it ``running``; ``None`` when another
+        replica holds a live lease, the upload finished, or another replica won either write.
+        An expired lease is taken over (the record goes ``running`` → ``running``)."""
+        current = self.read(run_id)
+        if current is None or current.record.status in FINISHED_STATUSES:
+            return None
+        path = marker or f"{PENDING}/{marker_name(current.record.seq, run_id)}"
+        found = self._read_small(path)
+        if found is None:
+            return None
+        data, version, _ = found
+        now = self._now()
+        if held_by_other(data, owner, now):
+            return None
+        until = now + duration
+        try:
+            entry = self.storage.write_bytes(path, lease_bytes(owner, until), overwrite=True, if_revision=version)
+        except StorageError as exc:
+            if is_conflict(exc) or is_not_found(exc):
+                return None
+            raise
+        lease = Lease(run_id, owner, until, path, self._written_revision(path, entry))
+        # the record as it is now: finished meanwhile (its marker is removed right after), or
+        # changed by a replica that raced us before the lease: give the lease back
+        latest = self.read(run_id)
+        if latest is None or latest.record.status in FINISHED_STATUSES:
+            self.release(lease)
+            return None
+        try:
+            started = self.transition(run_id, expect=latest, status=RUNNING, started_at=_whole_seconds(now),
+                                      finished_at=None, error="", report=None)
+        except StoreConflict:
+            self.release(lease)
+            return None
+        return lease, started
+
+    def renew(self, lease: Lease, duration: timedelta = DEFAULT_LEASE) -> Lease:
+        """Extend a held lease; :class:`~.leases.LeaseLost` when it was lost (expired and taken
+        over, or the upload finished): the publication must then not report its result."""
+        until = self._now() + duration
+        try:
+            entry = self.storage.write_bytes(lease.marker, lease_bytes(lease.owner, until), overwrite=True,
+                                             if_revision=lease.version)
+        except StorageError as exc:
+            if is_conflict(exc) or is_not_found(exc):
+                raise LeaseLost(f"the publication lease of upload {lease.run_id} was lost") from None
+            raise
+        return replace(lease, until=until, version=self._written_revision(lease.marker, entry))
+
+    def release(self, lease: Lease) -> None:
+        """Give a lease back without finishing (the marker becomes free again, if still ours)."""
+        try:
+            self.storage.write_bytes(lease.marker, b"", overwrite=True, if_revision=lease.version)
+        except StorageError as exc:
+            if not (is_conflict(exc) or is_not_found(exc)):
+                raise
+
     # ------------------------------------------------------------------ expiry
 
     def expire(self, retention: timedelta) -> list[str]:
@@ -399,6 +483,10 @@ class ObjectStagingStore:
         except StorageError as exc:
             if not is_not_found(exc):
                 raise
+
+
+def _whole_seconds(value: datetime) -> datetime:
+    return value.replace(microsecond=0)
 
 
 def _revision(value: str | None) -> str:

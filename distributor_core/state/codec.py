@@ -1,11 +1,13 @@
 """Reading and writing ``.distributor.json`` (core-semantics §0.3, §2.2–2.7).
 
-Reading happens in two phases like the Go decoder: first every known key is type-checked
-(a wrong JSON type anywhere is a ``parse distributor state: <detail>`` error, as Go's decoder
-reports it), then fields are extracted with the contract's ``state ... is required`` /
-``... must be RFC3339`` messages, and finally the full validation of :mod:`.validate` runs, so a
-successfully parsed document is always valid. Keys match exactly; unknown keys are ignored; a
-JSON ``null`` counts as absent.
+Reading is one typed decoding (:mod:`.wire`: every schema's fields, each key's JSON type checked
+while parsing), one conversion to the model with the contract's ``state ... is required`` /
+``... must be RFC3339`` messages, and one validation (:mod:`.validate`), so a successfully parsed
+document is always valid. A document the typed decoder refuses is read again by the exact walk
+below, which words the problem as Go's decoder does (``parse distributor state: <detail>``) and
+then goes through the same conversion and validation; it also reads the rare document only a
+generic reader takes (a lone UTF-16 surrogate escape, which Go turns into U+FFFD). Keys match
+exactly; unknown keys are ignored; a JSON ``null`` counts as absent.
 
 Writing validates first, then emits the documented key order with omit-empty rules, whole-second
 UTC timestamps and Go string escaping, two-space indented with a trailing newline.
@@ -14,9 +16,13 @@ UTC timestamps and Go string escaping, two-space indented with a trailing newlin
 from __future__ import annotations
 
 import re
+import types
+import typing
 from datetime import datetime
-from itertools import repeat
+from operator import attrgetter
 from typing import Any
+
+import msgspec
 
 from distributor_core.bundle import (
     ManifestError,
@@ -25,13 +31,12 @@ from distributor_core.bundle import (
     manifest_to_obj,
     validate_manifest,
 )
-from distributor_core.bundle.codec import expected_manifest_for, valid_manifest_from_obj
+from distributor_core.bundle.codec import DECODE_ERRORS, ManifestWire, manifest_from_wire
 from distributor_core.gcpause import gc_paused
 from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
-from distributor_core.state import typed
+from distributor_core.state import wire
 from distributor_core.state.errors import StateError, go_quote
 from distributor_core.state.model import (
-    LEGACY_SCHEMA_VERSION,
     RECONCILIATION_REPLACE,
     SHARED_ROOT_SCHEMA_VERSION,
     SINGLE_OWNER_SCHEMA_VERSION,
@@ -43,9 +48,9 @@ from distributor_core.state.model import (
     SharedRootState,
     SingleOwnerState,
     StateDocument,
-    records_from_columns,
 )
 from distributor_core.state.validate import (
+    Columns,
     _validate_shared_root,
     _validate_single_owner,
     validate_shared_root,
@@ -57,63 +62,50 @@ _PARSE = "parse distributor state: "
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# -- phase 1: shapes -------------------------------------------------------------------------
+#: the validated manifest the caller expects the document to record (planning passes the source
+#: manifest); when a record describes it exactly it is used as that record, without building
+#: and validating an equal value again
+Expected = ValidManifest | None
+
+#: documents at least this large are parsed with the cyclic garbage collector paused
+LARGE_DOCUMENT = 1024 * 1024
+
+# -- the exact walk: Go's decoder's messages for a document the typed decoder refused ---------
 
 _STR, _INT, _ANY = "string", "integer", "any"
 
-_OUTPUT_SHAPE: dict[str, Any] = {
-    "path": _STR,
-    "kind": _STR,
-    "source_path": _STR,
-    "transform": _STR,
-    "url": _STR,
-    "sha256": _STR,
-    "size": _INT,
-    "created_at": _STR,
-    "updated_at": _STR,
-}
-_SHARED_OUTPUT_SHAPE: dict[str, Any] = {
-    **_OUTPUT_SHAPE,
-    "pipeline_id": _STR,
-    "destination_id": _STR,
-    "source_id": _STR,
-    "source_digest": _STR,
-    "source_created": _STR,
-}
-_MODE_SHAPE: dict[str, Any] = {"mode": _STR}
-_SOURCE_SHAPE: dict[str, Any] = {"manifest": _ANY}
-_LINKS_SHAPE: dict[str, Any] = {"primary_url": _STR}
 
-_SINGLE_OWNER_SHAPE: dict[str, Any] = {
-    "schema_version": _INT,
-    "distributor_version": _STR,
-    "pipeline_id": _STR,
-    "destination_id": _STR,
-    "published_at": _STR,
-    "created_at": _STR,
-    "updated_at": _STR,
-    "state": _MODE_SHAPE,
-    "reconciliation": _MODE_SHAPE,
-    "source": _SOURCE_SHAPE,
-    "links": _LINKS_SHAPE,
-    "outputs": [_OUTPUT_SHAPE],
-}
-_OWNER_SHAPE: dict[str, Any] = {
-    "pipeline_id": _STR,
-    "destination_id": _STR,
-    "reconciliation": _MODE_SHAPE,
-    "source": _SOURCE_SHAPE,
-    "links": _LINKS_SHAPE,
-}
-_SHARED_ROOT_SHAPE: dict[str, Any] = {
-    "schema_version": _INT,
-    "distributor_version": _STR,
-    "created_at": _STR,
-    "updated_at": _STR,
-    "state": _MODE_SHAPE,
-    "owners": [_OWNER_SHAPE],
-    "outputs": [_SHARED_OUTPUT_SHAPE],
-}
+def _shape(annotation: Any) -> Any:
+    """The walk's shape of a :mod:`.wire` field type: a string, an integer, an array of a shape,
+    an object of named shapes, or anything (a manifest: its own reader words it)."""
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return _shape(args[0])
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _shape(args[0])
+    if typing.get_origin(annotation) is list:
+        return [_shape(args[0])]
+    if annotation is str:
+        return _STR
+    if annotation is int:
+        return _INT
+    if annotation is ManifestWire:
+        return _ANY
+    return _object_shape(annotation)
+
+
+def _object_shape(cls: type[msgspec.Struct]) -> dict[str, Any]:
+    shape: dict[str, Any] = {}
+    tag_field = cls.__struct_config__.tag_field
+    if tag_field is not None:
+        shape[tag_field] = _INT
+    for field in msgspec.structs.fields(cls):
+        shape[field.encode_name] = _shape(field.type)
+    return shape
+
+
+_SINGLE_OWNER_SHAPE = _object_shape(wire.SingleOwner)
+_SHARED_ROOT_SHAPE = _object_shape(wire.SharedRoot)
 
 
 def _shape_error(field: str, expected: str) -> StateError:
@@ -165,7 +157,64 @@ def _schema_version(obj: dict[str, Any]) -> int:
     return _conform(value, _INT, "schema_version")
 
 
-# -- phase 2: fields -------------------------------------------------------------------------
+class _UnreadManifest:
+    """A recorded manifest the typed decoding refused: its own reader words it when the
+    conversion reaches it (after every state field before it)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+def _wire_manifest(obj: Any) -> ManifestWire | _UnreadManifest | None:
+    if obj is None:
+        return None
+    try:
+        return msgspec.convert(obj, ManifestWire)
+    except (msgspec.ValidationError, UnicodeError):  # a lone surrogate: the exact reader takes it
+        return _UnreadManifest(obj)
+
+
+def _to_wire(conformed: dict[str, Any], cls: type) -> Any:
+    """The conformed document as its :mod:`.wire` class; the recorded manifests, which the walk
+    leaves as they are, are converted on their own."""
+    sources = [conformed.get("source")] + [owner["source"] for owner in conformed.get("owners") or ()]
+    manifests = [source.pop("manifest") if source is not None else None for source in sources]
+    doc = msgspec.convert(conformed, cls)
+    wire_sources = [doc.source] if isinstance(doc, wire.SingleOwner) else [None]
+    wire_sources += [owner.source for owner in doc.owners or ()] if isinstance(doc, wire.SharedRoot) else []
+    for source, manifest in zip(wire_sources, manifests, strict=True):
+        if source is not None:
+            source.manifest = _wire_manifest(manifest)
+    return doc
+
+
+def _exact_single_owner(obj: dict[str, Any]) -> wire.SingleOwner:
+    conformed = _conform(obj, _SINGLE_OWNER_SHAPE, "")
+    version = conformed["schema_version"]
+    if version is None:
+        raise StateError("state schema_version is required")
+    if version not in (1, SINGLE_OWNER_SCHEMA_VERSION):
+        raise StateError("state schema_version must be 1 or 2")
+    return _to_wire(conformed, wire.Legacy if version == 1 else wire.SingleOwner)
+
+
+def _exact_shared_root(obj: dict[str, Any]) -> wire.SharedRoot:
+    conformed = _conform(obj, _SHARED_ROOT_SHAPE, "")
+    version = conformed["schema_version"]
+    if version is None:
+        raise StateError("state schema_version is required")
+    if version != SHARED_ROOT_SCHEMA_VERSION:
+        raise StateError("state schema_version must be 3")
+    return _to_wire(conformed, wire.SharedRoot)
+
+
+def _exact_any(obj: dict[str, Any]) -> wire.Document:
+    if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
+        return _exact_shared_root(obj)
+    return _exact_single_owner(obj)
+
+
+# -- conversion to the model (both ways in) --------------------------------------------------
 
 
 def _required_str(value: str | None, context: str) -> str:
@@ -183,98 +232,122 @@ def _required_time(value: str | None, context: str) -> datetime:
         raise StateError(f"{context} must be RFC3339: {exc}") from None
 
 
-def _mode(raw: dict[str, Any] | None, context: str) -> str:
-    if raw is None or not raw["mode"]:
+def _mode(value: wire.Mode | None, context: str) -> str:
+    if value is None or not value.mode:
         raise StateError(f"{context} is required")
-    return raw["mode"]
+    return value.mode
 
 
-#: the validated manifest the caller expects the document to record (planning passes the source
-#: manifest); when a record describes it exactly it is used as that record, without building
-#: and validating an equal value again
-Expected = ValidManifest | None
-
-
-def _manifest(raw_source: dict[str, Any] | None, context: str, known: Expected) -> ValidManifest:
-    """The recorded manifest, valid: the expected manifest when the object describes it exactly,
-    else the one the object describes (an invalid one's error names ``context``)."""
-    if raw_source is None or raw_source["manifest"] is None:
+def _manifest(source: wire.Source | None, context: str, expected: Expected) -> ValidManifest:
+    recorded: Any = source.manifest if source is not None else None
+    if recorded is None:
         raise StateError(f"{context} is required")
-    fast = expected_manifest_for(raw_source["manifest"], known) or valid_manifest_from_obj(raw_source["manifest"])
-    if fast is not None:
-        return fast
     try:
-        return validate_manifest(manifest_from_obj(raw_source["manifest"]))
+        if isinstance(recorded, _UnreadManifest):
+            return validate_manifest(manifest_from_obj(recorded.obj))
+        return manifest_from_wire(recorded, expected)
     except ManifestError as exc:
         raise StateError(f"{context}: {exc}") from None
 
 
-def _primary_url(raw_links: dict[str, Any] | None) -> str:
-    if raw_links is None:
-        return ""
-    return raw_links["primary_url"] or ""
+def _primary_url(links: wire.Links | None) -> str:
+    return (links.primary_url or "") if links is not None else ""
 
 
-def _output_basics(index: int, raw: dict[str, Any]) -> dict[str, Any]:
-    prefix = f"state outputs[{index}]"
-    values = {
-        "path": _required_str(raw["path"], f"{prefix}.path"),
-        "kind": _required_str(raw["kind"], f"{prefix}.kind"),
-        "source_path": _required_str(raw["source_path"], f"{prefix}.source_path"),
-        "sha256": _required_str(raw["sha256"], f"{prefix}.sha256"),
-    }
-    if raw["size"] is None:
-        raise StateError(f"{prefix}.size is required")
-    values["size"] = raw["size"]
-    values["transform"] = raw["transform"] or ""
-    values["url"] = raw["url"] or ""
-    return values
+_TEXT, _SIZE, _TIME, _OPTIONAL = "text", "size", "time", "optional"
 
 
-def _single_owner_from_raw(
-    raw: dict[str, Any],
-    known: Expected,
-    fast_outputs: list[OutputRecord] | None = None,
-    fast_manifest: ValidManifest | None = None,
-) -> tuple[SingleOwnerState, str]:
-    version = raw["schema_version"]
-    if version is None:
-        raise StateError("state schema_version is required")
-    if version not in (LEGACY_SCHEMA_VERSION, SINGLE_OWNER_SCHEMA_VERSION):
-        raise StateError("state schema_version must be 1 or 2")
-    legacy = version == LEGACY_SCHEMA_VERSION
-    pipeline_id = _required_str(raw["pipeline_id"], "state pipeline_id")
-    destination_id = _required_str(raw["destination_id"], "state destination_id")
-    published_at = _required_time(raw["published_at"], "state published_at")
+def _field_kinds(record: type[msgspec.Struct]) -> dict[str, str]:
+    """A model record's fields, in its order, by how the wire carries them: a required string,
+    the size, a time, an optional string (``""`` when absent)."""
+    kinds = {}
+    for field in msgspec.structs.fields(record):
+        if field.type is datetime:
+            kinds[field.name] = _TIME
+        elif field.type is int:
+            kinds[field.name] = _SIZE
+        elif field.default is msgspec.NODEFAULT:
+            kinds[field.name] = _TEXT
+        else:
+            kinds[field.name] = _OPTIONAL
+    return kinds
+
+
+_KINDS = {record: _field_kinds(record) for record in (OutputRecord, SharedOutputRecord)}
+
+
+def _records(
+    items: list[Any], record: type, published_at: datetime | None, unique: bool
+) -> tuple[list[Any], Columns]:
+    """The model records of the wire outputs ``items``, each field taken once by name, a whole
+    column at a time, and those columns; the first problem is worded per record (fields in the
+    record's order). ``published_at``: a schema 1 document's time, which every record's times
+    take. ``unique``: a repeated path is an error (single-owner state)."""
+    kinds = _KINDS[record]
+    columns = {name: list(map(attrgetter(name), items)) for name in kinds}
+    plain = True
+    parsed: dict[str, datetime] = {}
+    for name, kind in kinds.items():
+        column = columns[name]
+        if kind == _OPTIONAL:
+            if None in column:
+                columns[name] = [value or "" for value in column]
+        elif kind == _TEXT:
+            plain = plain and all(column)
+        elif kind == _SIZE:
+            plain = plain and None not in column
+        elif published_at is not None:
+            columns[name] = [published_at] * len(items)
+        else:
+            try:
+                for value in set(column) - parsed.keys():
+                    parsed[value] = parse_rfc3339(value)  # TypeError for None
+                columns[name] = list(map(parsed.__getitem__, column))
+            except (TypeError, TimestampError):
+                plain = False
+    if plain and unique and len(set(columns["path"])) != len(items):
+        plain = False
+    if not plain:
+        _word_first_problem(items, kinds, legacy=published_at is not None, unique=unique)
+    return list(map(record, *(columns[name] for name in record.__struct_fields__))), columns
+
+
+def _word_first_problem(items: list[Any], kinds: dict[str, str], *, legacy: bool, unique: bool) -> None:
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        prefix = f"state outputs[{index}]"
+        for name, kind in kinds.items():
+            if kind == _TEXT:
+                _required_str(getattr(item, name), f"{prefix}.{name}")
+            elif kind == _SIZE and getattr(item, name) is None:
+                raise StateError(f"{prefix}.{name} is required")
+            elif kind == _TIME and not legacy:
+                _required_time(getattr(item, name), f"{prefix}.{name}")
+        if unique:
+            if item.path in seen:
+                raise StateError(f"{prefix}.path duplicates {go_quote(item.path)}")
+            seen.add(item.path)
+
+
+def _single_owner(doc: wire.SingleOwner, expected: Expected) -> SingleOwnerState:
+    legacy = isinstance(doc, wire.Legacy)
+    pipeline_id = _required_str(doc.pipeline_id, "state pipeline_id")
+    destination_id = _required_str(doc.destination_id, "state destination_id")
+    published_at = _required_time(doc.published_at, "state published_at")
     if legacy:
         created_at = updated_at = published_at
-        state_mode = STATE_MODE_SINGLE_OWNER
-        reconciliation_mode = RECONCILIATION_REPLACE
+        state_mode: str = STATE_MODE_SINGLE_OWNER
+        reconciliation_mode: str = RECONCILIATION_REPLACE
     else:
-        created_at = _required_time(raw["created_at"], "state created_at")
-        updated_at = _required_time(raw["updated_at"], "state updated_at")
-        state_mode = _mode(raw["state"], "state state.mode")
-        reconciliation_mode = _mode(raw["reconciliation"], "state reconciliation.mode")
-    manifest = fast_manifest or _manifest(raw["source"], "state source.manifest", known)
-    primary_url = _primary_url(raw["links"])
-    if raw["outputs"] is None:
+        created_at = _required_time(doc.created_at, "state created_at")
+        updated_at = _required_time(doc.updated_at, "state updated_at")
+        state_mode = _mode(doc.state, "state state.mode")
+        reconciliation_mode = _mode(doc.reconciliation, "state reconciliation.mode")
+    manifest = _manifest(doc.source, "state source.manifest", expected)
+    primary_url = _primary_url(doc.links)
+    if doc.outputs is None:
         raise StateError("state outputs is required")
-    if fast_outputs is not None:
-        raw = {**raw, "outputs": ()}
-    outputs: list[OutputRecord] = list(fast_outputs or ())
-    seen: set[str] = set()
-    for index, raw_output in enumerate(raw["outputs"]):
-        values = _output_basics(index, raw_output)
-        if legacy:
-            values["created_at"] = values["updated_at"] = published_at
-        else:
-            prefix = f"state outputs[{index}]"
-            values["created_at"] = _required_time(raw_output["created_at"], f"{prefix}.created_at")
-            values["updated_at"] = _required_time(raw_output["updated_at"], f"{prefix}.updated_at")
-        if values["path"] in seen:
-            raise StateError(f"state outputs[{index}].path duplicates {go_quote(values['path'])}")
-        seen.add(values["path"])
-        outputs.append(OutputRecord(**values))
+    outputs, table = _records(doc.outputs, OutputRecord, published_at if legacy else None, unique=True)
     state = SingleOwnerState(
         pipeline_id=pipeline_id,
         destination_id=destination_id,
@@ -285,180 +358,60 @@ def _single_owner_from_raw(
         manifest=manifest,
         outputs=tuple(outputs),
         primary_url=primary_url,
-        distributor_version=raw["distributor_version"] or "",
-        read_schema_version=version,
+        distributor_version=doc.distributor_version or "",
+        read_schema_version=1 if legacy else SINGLE_OWNER_SCHEMA_VERSION,
     )
-    return state, state_mode
+    return _validate_single_owner(state, state_mode=state_mode, table=table)
 
 
-def _owner_from_raw(index: int, raw: dict[str, Any], known: Expected) -> OwnerRecord:
+def _owner(index: int, owner: wire.Owner, expected: Expected) -> OwnerRecord:
     prefix = f"state owners[{index}]"
-    pipeline_id = _required_str(raw["pipeline_id"], f"{prefix}.pipeline_id")
-    destination_id = _required_str(raw["destination_id"], f"{prefix}.destination_id")
-    reconciliation_mode = _mode(raw["reconciliation"], f"{prefix}.reconciliation.mode")
-    manifest = _manifest(raw["source"], f"{prefix}.source.manifest", known)
     return OwnerRecord(
-        pipeline_id=pipeline_id,
-        destination_id=destination_id,
-        reconciliation_mode=reconciliation_mode,
-        manifest=manifest,
-        primary_url=_primary_url(raw["links"]),
+        pipeline_id=_required_str(owner.pipeline_id, f"{prefix}.pipeline_id"),
+        destination_id=_required_str(owner.destination_id, f"{prefix}.destination_id"),
+        reconciliation_mode=_mode(owner.reconciliation, f"{prefix}.reconciliation.mode"),
+        manifest=_manifest(owner.source, f"{prefix}.source.manifest", expected),
+        primary_url=_primary_url(owner.links),
     )
 
 
-def _shared_output_from_raw(index: int, raw: dict[str, Any]) -> SharedOutputRecord:
-    prefix = f"state outputs[{index}]"
-    values = _output_basics(index, raw)
-    values["pipeline_id"] = _required_str(raw["pipeline_id"], f"{prefix}.pipeline_id")
-    values["destination_id"] = _required_str(raw["destination_id"], f"{prefix}.destination_id")
-    values["source_id"] = _required_str(raw["source_id"], f"{prefix}.source_id")
-    values["source_digest"] = _required_str(raw["source_digest"], f"{prefix}.source_digest")
-    values["source_created"] = _required_time(raw["source_created"], f"{prefix}.source_created")
-    values["created_at"] = _required_time(raw["created_at"], f"{prefix}.created_at")
-    values["updated_at"] = _required_time(raw["updated_at"], f"{prefix}.updated_at")
-    return SharedOutputRecord(**values)
-
-
-def _shared_root_from_raw(raw: dict[str, Any], known: Expected) -> tuple[SharedRootState, str]:
-    version = raw["schema_version"]
-    if version is None:
-        raise StateError("state schema_version is required")
-    if version != SHARED_ROOT_SCHEMA_VERSION:
-        raise StateError("state schema_version must be 3")
-    created_at = _required_time(raw["created_at"], "state created_at")
-    updated_at = _required_time(raw["updated_at"], "state updated_at")
-    state_mode = _mode(raw["state"], "state state.mode")
-    if raw["owners"] is None:
+def _shared_root(doc: wire.SharedRoot, expected: Expected) -> SharedRootState:
+    created_at = _required_time(doc.created_at, "state created_at")
+    updated_at = _required_time(doc.updated_at, "state updated_at")
+    state_mode = _mode(doc.state, "state state.mode")
+    if doc.owners is None:
         raise StateError("state owners is required")
-    owners = tuple(_owner_from_raw(index, item, known) for index, item in enumerate(raw["owners"]))
-    if raw["outputs"] is None:
+    owners = tuple(_owner(index, owner, expected) for index, owner in enumerate(doc.owners))
+    if doc.outputs is None:
         raise StateError("state outputs is required")
-    outputs = tuple(_shared_output_from_raw(index, item) for index, item in enumerate(raw["outputs"]))
+    outputs, table = _records(doc.outputs, SharedOutputRecord, None, unique=False)
     state = SharedRootState(
         created_at=created_at,
         updated_at=updated_at,
         owners=owners,
-        outputs=outputs,
-        distributor_version=raw["distributor_version"] or "",
+        outputs=tuple(outputs),
+        distributor_version=doc.distributor_version or "",
     )
-    return state, state_mode
+    return _validate_shared_root(state, state_mode=state_mode, table=table)
 
 
-def _single_owner_from_obj(obj: dict[str, Any], known: Expected, *, plain_strings: bool = False) -> SingleOwnerState:
-    fast = _single_owner_fast(obj, known) if plain_strings else None
-    if fast is not None:
-        state, state_mode = fast
-    else:
-        state, state_mode = _single_owner_from_raw(_conform(obj, _SINGLE_OWNER_SHAPE, ""), known)
-    return _validate_single_owner(state, state_mode=state_mode)
+def _model(doc: wire.Document, expected: Expected) -> StateDocument:
+    if isinstance(doc, wire.SharedRoot):
+        return _shared_root(doc, expected)
+    return _single_owner(doc, expected)
 
 
-_TOP_SHAPE = {key: shape for key, shape in _SINGLE_OWNER_SHAPE.items() if key != "outputs"}
-
-
-def _single_owner_fast(obj: dict[str, Any], known: Expected) -> tuple[SingleOwnerState, str] | None:
-    """Schema 2 state whose outputs are all plain, complete records, read without the generic
-    shape walk: the top level still goes through :func:`_conform` (its errors are the exact
-    ones), the outputs are type-checked in one pass and built directly. ``None`` when any output
-    is unusual; the caller then takes the exact path from the start, so errors never differ."""
-    if obj.get("schema_version") != SINGLE_OWNER_SCHEMA_VERSION or type(obj.get("outputs")) is not list:
-        return None
-    top = _conform({key: obj.get(key) for key in _TOP_SHAPE}, _TOP_SHAPE, "")
-    outputs = _outputs_fast(obj["outputs"])
-    if outputs is None:
-        return None
-    return _single_owner_from_raw({**top, "outputs": ()}, known, outputs)
-
-
-_OUTPUT_KEYS = ("path", "kind", "source_path", "sha256", "size", "created_at", "updated_at", "transform", "url")
-
-
-def _outputs_fast(raw_outputs: list[Any]) -> list[OutputRecord] | None:
-    """Output records when every item is an object with non-empty string ``path``, ``kind``,
-    ``source_path``, ``sha256``, created/updated times that parse, an int64 ``size``, optional
-    string ``transform``/``url``, and paths are unique; else ``None``. Works column by column
-    so each check is one pass in C over all records."""
-    items = raw_outputs
-    if set(map(type, items)) - {dict}:
-        return None
-    get = dict.get
-    # columns through map() (C loops, no Python frame per record)
-    return _outputs_from_columns([list(map(get, items, repeat(key, len(items)))) for key in _OUTPUT_KEYS])
-
-
-def _outputs_from_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
-    """:func:`_outputs_fast` on the nine columns of ``_OUTPUT_KEYS`` (``None`` for absent)."""
-    rows = _output_rows(columns)
-    return None if rows is None else _records(*rows)
-
-
-def _outputs_from_typed_columns(columns: list[list[Any]]) -> list[OutputRecord] | None:
-    """Output records from the typed decoder's columns (``typed.output_columns``: every required
-    string present and non-empty, int64 sizes, optional strings as strings); ``None`` when a
-    time does not parse or a path repeats (the exact decoder words it)."""
-    paths, _, _, _, _, created, updated, _, _ = columns
-    times = _unique_paths_and_times(paths, created, updated)
-    return None if times is None else _records(columns, times)
-
-
-def _output_rows(columns: list[list[Any]]) -> tuple[list[list[Any]], dict[str, datetime]] | None:
-    """The columns in record field order (optional strings ``""`` for absent, times still
-    text) and the parsed time of each distinct text, or ``None`` when a record is unusual."""
-    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
-    for column in (paths, kinds, sources, shas, created, updated):
-        if set(map(type, column)) - {str} or not all(column):
-            return None
-    for column in (transforms, urls):  # optional: absent or null means ""
-        if set(map(type, column)) - {str, type(None)}:
-            return None
-    transforms = [value or "" for value in transforms]
-    urls = [value or "" for value in urls]
-    if set(map(type, sizes)) - {int}:
-        return None
-    if sizes and not (min(sizes) >= _INT64_MIN and max(sizes) <= _INT64_MAX):
-        return None
-    times = _unique_paths_and_times(paths, created, updated)
-    if times is None:
-        return None
-    return [paths, kinds, sources, shas, sizes, created, updated, transforms, urls], times
-
-
-def _unique_paths_and_times(paths: list[str], created: list[str], updated: list[str]) -> dict[str, datetime] | None:
-    """The parsed time of each distinct created/updated text, or ``None`` when a path repeats or
-    a time does not parse."""
-    if len(set(paths)) != len(paths):
-        return None
-    try:
-        return {text: parse_rfc3339(text) for text in {*created, *updated}}
-    except TimestampError:
-        return None
-
-
-def _records(columns: list[list[Any]], times: dict[str, datetime]) -> list[OutputRecord]:
-    paths, kinds, sources, shas, sizes, created, updated, transforms, urls = columns
-    made = list(map(times.__getitem__, created))
-    changed = list(map(times.__getitem__, updated))
-    # one C constructor call per record (OutputRecord is a msgspec Struct)
-    return records_from_columns(OutputRecord, (paths, kinds, sources, shas, sizes, made, changed, transforms, urls))
-
-
-def _shared_root_from_obj(obj: dict[str, Any], known: Expected) -> SharedRootState:
-    state, state_mode = _shared_root_from_raw(_conform(obj, _SHARED_ROOT_SHAPE, ""), known)
-    return _validate_shared_root(state, state_mode=state_mode)
-
-
-#: a JSON escape that can decode to a surrogate (the generic shape walk replaces unpaired ones)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATE_TEXT = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-
-
-def _plain_strings(data: bytes | str) -> bool:
-    """True when no decoded string can hold a surrogate: valid UTF-8 cannot encode one, so in
-    bytes only ``\\uD8xx``-style escapes could (a false alarm merely takes the generic path)."""
-    if isinstance(data, str):
-        return _SURROGATE_TEXT.search(data) is None
-    data = data if isinstance(data, bytes) else bytes(data)
-    return b"\\u" not in data or _SURROGATE_ESCAPE.search(data) is None
+def _read(data: bytes | str, kinds: tuple[type, ...], exact: Any, expected: Expected) -> StateDocument:
+    """Decode ``data`` into one of the wire ``kinds`` (the exact walk ``exact`` words a refusal),
+    convert it to the model and validate it once."""
+    with gc_paused(len(data) >= LARGE_DOCUMENT):
+        try:
+            doc = wire.DECODER.decode(data)
+        except DECODE_ERRORS:
+            doc = None
+        if not isinstance(doc, kinds):
+            doc = exact(_decode(data))
+        return _model(doc, expected)
 
 
 def parse_single_owner(data: bytes | str, *, source_manifest: Expected = None) -> SingleOwnerState:
@@ -467,54 +420,18 @@ def parse_single_owner(data: bytes | str, *, source_manifest: Expected = None) -
     ``source_manifest``: a validated manifest the caller expects the document to record (the
     source bundle being planned); a recorded manifest equal to it is that very object (no second
     build and validation of an equal value)."""
-    return _single_owner_from_obj(_decode(data), source_manifest, plain_strings=_plain_strings(data))
+    return _read(data, (wire.SingleOwner,), _exact_single_owner, source_manifest)  # type: ignore[return-value]
 
 
 def parse_shared_root(data: bytes | str, *, source_manifest: Expected = None) -> SharedRootState:
     """Parse and validate schema 3 state (``source_manifest`` as for :func:`parse_single_owner`)."""
-    return _shared_root_from_obj(_decode(data), source_manifest)
-
-
-#: documents at least this large are parsed with the cyclic garbage collector paused
-LARGE_DOCUMENT = 1024 * 1024
-#: documents at least this large try the typed decoder first (below it the exact path is as fast)
-TYPED_DECODE_MIN = 64 * 1024
-
-
-def _single_owner_typed(data: bytes | str, known: Expected) -> SingleOwnerState | None:
-    """Schema 2 state read by the typed decoder (:mod:`.typed`) when the document is plain and
-    valid; ``None`` otherwise, and the exact decoder then reads it (so errors never differ)."""
-    doc = typed.decode_single_owner(data)
-    if doc is None:
-        return None
-    manifest = typed.manifest(doc, known)
-    columns = typed.output_columns(doc) if manifest is not None else None
-    outputs = _outputs_from_typed_columns(columns) if columns is not None else None
-    if outputs is None:
-        return None
-    try:
-        top = _conform(typed.top_level(doc), _TOP_SHAPE, "")
-        state, state_mode = _single_owner_from_raw({**top, "outputs": ()}, known, outputs, manifest)
-        return _validate_single_owner(state, state_mode=state_mode)
-    except StateError:
-        return None
+    return _read(data, (wire.SharedRoot,), _exact_shared_root, source_manifest)  # type: ignore[return-value]
 
 
 def parse_state_document(data: bytes | str, *, source_manifest: Expected = None) -> StateDocument:
-    """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner).
-
-    ``source_manifest`` as for :func:`parse_single_owner`. Large plain schema 2 documents are
-    read by the typed decoder first (:mod:`.typed`), with the same result."""
-    known = source_manifest
-    with gc_paused(len(data) >= LARGE_DOCUMENT):
-        if len(data) >= TYPED_DECODE_MIN:
-            state = _single_owner_typed(data, known)
-            if state is not None:
-                return state
-        obj = _decode(data)
-        if _schema_version(obj) == SHARED_ROOT_SCHEMA_VERSION:
-            return _shared_root_from_obj(obj, known)
-        return _single_owner_from_obj(obj, known, plain_strings=_plain_strings(data))
+    """Parse either shape, dispatching on ``schema_version`` (3 → shared root, else single owner);
+    ``source_manifest`` as for :func:`parse_single_owner`."""
+    return _read(data, (wire.SingleOwner, wire.SharedRoot), _exact_any, source_manifest)
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ in UTC; sequences are stored as tuples. Construction does not validate — the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeAlias
@@ -60,16 +59,6 @@ def _utc(owner: object, name: str) -> None:
     if value.tzinfo is None or value.utcoffset() is None:
         raise StateError(f"state {name} must be timezone-aware")
     msgspec.structs.force_setattr(owner, name, to_utc(value))
-
-
-def records_from_columns(cls: type, columns: Sequence[Sequence[object]]) -> list:
-    """``[cls(*row) for row in zip(*columns)]`` for a record Struct, built by mapping its C
-    constructor over the columns (performance only: 100,000 output records of a large state).
-    ``columns`` are the leading fields in order, of equal length; the records' ``__post_init__``
-    tests inline that their times are already UTC, which parsed times are."""
-    if len({len(column) for column in columns}) > 1:
-        raise ValueError("records_from_columns needs columns of equal length")
-    return list(map(cls, *columns))
 
 
 def _tuple(owner: msgspec.Struct, name: str) -> None:

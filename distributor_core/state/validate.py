@@ -129,37 +129,49 @@ def _check_output_common(index: int, output: OutputRecord | SharedOutputRecord) 
         raise StateError(f"{prefix}.size must be non-negative")
 
 
+#: an output record's fields as columns: ``{field name: [value of each record]}``
+Columns = dict[str, list]
+
+
+def record_columns(outputs: Sequence[object], record_type: type) -> Columns | None:
+    """The records' fields as columns, or ``None`` when one is not a ``record_type``."""
+    if set(map(type, outputs)) - {record_type}:
+        return None
+    return {name: list(map(attrgetter(name), outputs)) for name in record_type.__struct_fields__}
+
+
 def _outputs_valid_columns(
-    outputs, record_type: type, owners: set[OwnerScope] | None = None, manifest: ValidManifest | None = None
+    table: Columns | None, owners: set[OwnerScope] | None = None, manifest: ValidManifest | None = None
 ) -> bool:
-    """True when every output passes the per-record rules below (checked a column at a time); the
-    loops then need not run. ``owners`` given: the shared-root rules too. ``manifest``: the
-    state's validated manifest, whose paths and digests are valid, so equal columns need no
-    rescan."""
+    """True when every output of ``table`` (:func:`record_columns`) passes the per-record rules
+    below, checked a column at a time; the loops then need not run. ``owners`` given: the
+    shared-root rules too. ``manifest``: the state's validated manifest, whose paths and digests
+    are valid, so equal columns need no rescan."""
+    if table is None:
+        return False
     try:
-        if set(map(type, outputs)) - {record_type}:
-            return False
         if not output_columns_valid(
-            paths=list(map(_PATH, outputs)),
-            kinds=list(map(_KIND, outputs)),
-            sources=list(map(_SOURCE_PATH, outputs)),
-            shas=list(map(_SHA256, outputs)),
-            sizes=list(map(_SIZE, outputs)),
-            times=list(map(_CREATED, outputs)) + list(map(_UPDATED, outputs)),
-            transforms=list(map(_TRANSFORM, outputs)),
-            urls=list(map(_URL, outputs)),
+            paths=table["path"],
+            kinds=table["kind"],
+            sources=table["source_path"],
+            shas=table["sha256"],
+            sizes=table["size"],
+            times=list({*table["created_at"], *table["updated_at"]}),
+            transforms=table["transform"],
+            urls=table["url"],
             manifest=manifest,
         ):
             return False
         if owners is None:
             return True
-        if not all(o.pipeline_id and o.destination_id and o.source_id for o in outputs):
+        if not (all(table["pipeline_id"]) and all(table["destination_id"]) and all(table["source_id"])):
             return False
-        if not {o.scope for o in outputs} <= owners:
+        scopes = {(scope.pipeline_id, scope.destination_id) for scope in owners}
+        if not set(zip(table["pipeline_id"], table["destination_id"], strict=True)) <= scopes:
             return False
-        if not columns.digests_valid([o.source_digest for o in outputs]):
+        if not columns.digests_valid(table["source_digest"]):
             return False
-        return columns.times_set([o.source_created for o in outputs])
+        return columns.times_set(table["source_created"])
     except Exception:  # anything unexpected: the record-by-record loop decides
         return False
 
@@ -221,7 +233,11 @@ def _check_unique_path(index: int, path: str, seen: set[str]) -> None:
     seen.add(path)
 
 
-def _validate_single_owner(state: SingleOwnerState, *, state_mode: str) -> SingleOwnerState:
+def _validate_single_owner(
+    state: SingleOwnerState, *, state_mode: str, table: Columns | None = None
+) -> SingleOwnerState:
+    """``table``: the outputs' columns as the decoder built the records from them (otherwise
+    taken from the records)."""
     if not isinstance(state, SingleOwnerState):
         raise StateError("destination state document is empty")
     if not state.pipeline_id:
@@ -238,7 +254,9 @@ def _validate_single_owner(state: SingleOwnerState, *, state_mode: str) -> Singl
     _check_manifest(state.manifest, "state source.manifest")
     _check_url(state.primary_url, "state links.primary_url")
     manifest = state.manifest if isinstance(state.manifest, ValidManifest) else None
-    if not _outputs_valid_columns(state.outputs, OutputRecord, manifest=manifest):
+    if table is None:
+        table = record_columns(state.outputs, OutputRecord)
+    if not _outputs_valid_columns(table, manifest=manifest):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             if not isinstance(output, OutputRecord):
@@ -291,7 +309,10 @@ def _check_shared_output(index: int, output: SharedOutputRecord, owners: set[Own
     _required_time(output.updated_at, f"{prefix}.updated_at")
 
 
-def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedRootState:
+def _validate_shared_root(
+    state: SharedRootState, *, state_mode: str, table: Columns | None = None
+) -> SharedRootState:
+    """``table`` as for :func:`_validate_single_owner`."""
     if not isinstance(state, SharedRootState):
         raise StateError("destination state document is empty")
     _required_time(state.created_at, "state created_at")
@@ -304,7 +325,9 @@ def _validate_shared_root(state: SharedRootState, *, state_mode: str) -> SharedR
         if owner.scope in owners:
             raise StateError(f"state owners[{index}] duplicates owner {owner.scope}")
         owners.add(owner.scope)
-    if not _outputs_valid_columns(state.outputs, SharedOutputRecord, owners):
+    if table is None:
+        table = record_columns(state.outputs, SharedOutputRecord)
+    if not _outputs_valid_columns(table, owners):
         seen: set[str] = set()
         for index, output in enumerate(state.outputs):
             _check_shared_output(index, output, owners)

@@ -8,7 +8,8 @@ agents, hardware keys, ``ControlMaster``) comes from the ``ssh_config_file`` the
 
 What is fixed (``ssh_options`` may not set it, see :mod:`distributor_core.config.ssh_options`):
 
-- ``ssh -F <generated file>``: a private config that sets the safety options below for every
+- ``ssh -F <generated file>``: a private config (``0600`` in a ``0700`` directory, removed once
+  the SFTP session is up: every hop has read it by then) that sets the safety options below for every
   host (``Host *`` first: the first value obtained wins in OpenSSH, and a ``ProxyJump`` hop reads
   the same file but none of the command line), then includes ``ssh_config_file`` if one is
   named. The account's ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` never apply;
@@ -16,7 +17,7 @@ What is fixed (``ssh_options`` may not set it, see :mod:`distributor_core.config
 - ``StrictHostKeyChecking yes`` (``accept-new`` for ``host_key_policy: accept_new``) against
   ``UserKnownHostsFile <known_hosts_file>`` only (``GlobalKnownHostsFile /dev/null``), for the
   target and every jump host; a dry run with ``accept_new`` records new keys in a scratch file
-  removed on close, never in ``known_hosts_file``;
+  next to the generated config, never in ``known_hosts_file``;
 - on the command line for the target: ``-p <port>``, ``-l <user>``, and ``IdentityFile
   <private_key_file>`` with ``IdentitiesOnly yes`` when a key file is set.
 
@@ -53,9 +54,10 @@ from distributor_core.storage import sftp_wire as wire
 from distributor_core.storage.sftp_connection import Channel, SFTPUnavailable, SSHEndpoint, status_text
 
 SSH_PROGRAM = "ssh"
-#: moved to the head of OpenSSH's cipher list: with AES-NI, AES-GCM costs ~2.1 s of CPU per GiB
-#: here against 2.8-4.0 s for chacha20-poly1305, OpenSSH's first choice (bench P9); the rest of
-#: OpenSSH's default list follows, so a server without AES-GCM still connects
+#: moved to the head of OpenSSH's cipher list: with AES-NI the ssh client spent 1.2-1.6 s of CPU
+#: per GiB written with AES-GCM on the bench machine, 1.7-1.9 s with chacha20-poly1305 (OpenSSH's
+#: first choice), 2.0 s with aes128-ctr (bench/README.md, P9); the rest of OpenSSH's default
+#: list follows, so a server without AES-GCM still connects
 CIPHER_PREFERENCE = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
 #: ``ServerAliveInterval``: a dead peer is noticed after 4 unanswered probes
 KEEPALIVE_SECONDS = 30
@@ -70,11 +72,12 @@ _STOP_SECONDS = 2.0
 _STDERR_TAIL = 16 * 1024
 
 
-def _quote(path: str) -> str:
-    """``path`` as one word of an ssh_config value (``%`` is a token there, ``"`` cannot be quoted)."""
+def _quote(path: str, tokens: bool = True) -> str:
+    """``path`` as one word of an ssh_config value (``tokens``: the option expands ``%`` tokens, so
+    ``%`` is doubled; ``"`` cannot be quoted at all)."""
     if '"' in path:
         raise SFTPUnavailable(f'the path {path} contains a double quote, which ssh cannot take in an option')
-    return '"' + path.replace("%", "%%") + '"'
+    return '"' + (path.replace("%", "%%") if tokens else path) + '"'
 
 
 def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list[str]:
@@ -99,10 +102,11 @@ def session_config(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> str:
     """The config file ``ssh -F`` reads: the safety options for every host first (the first value
     obtained for an option wins in OpenSSH, and a ``ProxyJump`` hop reads this same file but none
     of the command line), then the user's ``ssh_config_file``, if any, through ``Include``."""
-    lines = ["# written by distributor for one SFTP connection; removed when it closes", "Host *"]
+    lines = ["# written by distributor for one ssh session; removed once the SFTP session is up", "Host *"]
     lines += ["    " + option.replace("=", " ", 1) for option in _safety_options(endpoint, known_hosts_files)]
     if endpoint.ssh_config_file:
-        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file))}"]
+        # Include takes ~ and globs, no % tokens
+        lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file), tokens=False)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -183,6 +187,26 @@ class PipeChannel:
                 self._wait(self._writable, "take more data")
             except (BrokenPipeError, ValueError):
                 self._ended()
+
+    def send_all(self, parts: tuple[bytes | memoryview, ...]) -> None:
+        """Send every byte of ``parts`` in order, gathered by ``writev`` (no joined copy)."""
+        views = [memoryview(part) for part in parts if len(part)]
+        while views:
+            try:
+                sent = os.writev(self._out, views)
+            except BlockingIOError:
+                self._wait(self._writable, "take more data")
+                continue
+            except (BrokenPipeError, ValueError):
+                self._ended()
+            while sent:
+                first = views[0]
+                if sent >= len(first):
+                    sent -= len(first)
+                    views.pop(0)
+                else:
+                    views[0] = first[sent:]
+                    sent = 0
 
     def recv(self, size: int) -> bytes:
         buffer, position = self._buffer, self._position
@@ -339,10 +363,6 @@ class OpenSSHConnection:
         self._open_channels = 0
         self._generation = 0
         self._connect_count = 0
-        #: private directory of the generated ssh config (and, for a dry run with accept_new, the
-        #: scratch known_hosts file new keys go to, never known_hosts_file)
-        self._workdir: str | None = None
-        self._files: tuple[str, list[str]] | None = None
 
     @property
     def connect_count(self) -> int:
@@ -394,35 +414,28 @@ class OpenSSHConnection:
                 self._cond.notify_all()
             raise
 
-    def _session_files(self) -> tuple[str, list[str]]:
-        """(config file for ``ssh -F``, known_hosts files), written once into a private
-        directory of this connection, removed by :meth:`close`."""
+    def _session_files(self, workdir: str) -> tuple[str, list[str]]:
+        """(config file for ``ssh -F``, known_hosts files), written into ``workdir``."""
         endpoint = self.endpoint
         known = endpoint.known_hosts_file
-        with self._cond:
-            if self._files is not None:
-                return self._files
-            workdir = tempfile.mkdtemp(prefix="distributor-ssh-")
-            self._workdir = workdir
-            files = [known]
-            if endpoint.host_key_policy == "accept_new":
-                if endpoint.dry_run:
-                    # ssh records new keys in the first file: a scratch file, never known_hosts_file
-                    files = [os.path.join(workdir, "known_hosts.dry-run"), known]
-                else:
-                    directory = os.path.dirname(known)
-                    try:
-                        if directory:
-                            os.makedirs(directory, mode=0o700, exist_ok=True)
-                    except OSError as exc:
-                        problem = f"cannot create the directory of known_hosts file {known}: {status_text(exc)}"
-                        raise SFTPUnavailable(problem) from None
-            config = os.path.join(workdir, "ssh_config")
-            fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(session_config(endpoint, files))
-            self._files = (config, files)
-            return self._files
+        files = [known]
+        if endpoint.host_key_policy == "accept_new":
+            if endpoint.dry_run:
+                # ssh records new keys in the first file: a scratch file, never known_hosts_file
+                files = [os.path.join(workdir, "known_hosts.dry-run"), known]
+            else:
+                directory = os.path.dirname(known)
+                try:
+                    if directory:
+                        os.makedirs(directory, mode=0o700, exist_ok=True)
+                except OSError as exc:
+                    problem = f"cannot create the directory of known_hosts file {known}: {status_text(exc)}"
+                    raise SFTPUnavailable(problem) from None
+        config = os.path.join(workdir, "ssh_config")
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(session_config(endpoint, files))
+        return config, files
 
     def _check_files(self) -> str:
         """The ``ssh`` program; refuses clearly what ``ssh`` would only half explain."""
@@ -448,9 +461,18 @@ class OpenSSHConnection:
         return program
 
     def _open_channel(self, generation: int) -> Channel:
-        endpoint = self.endpoint
         program = self._check_files()
-        config, known_hosts = self._session_files()
+        # the generated config lives only until the SFTP session is up: every hop has read it by
+        # then (a killed run leaves nothing behind but an interrupted handshake's directory)
+        workdir = tempfile.mkdtemp(prefix="distributor-ssh-")
+        try:
+            return self._start(program, workdir, generation)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _start(self, program: str, workdir: str, generation: int) -> Channel:
+        endpoint = self.endpoint
+        config, known_hosts = self._session_files(workdir)
         command = ssh_command(endpoint, config, known_hosts, program)
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the PipeChannel
         try:
@@ -515,9 +537,6 @@ class OpenSSHConnection:
             idle, self._idle = self._idle, []
             self._open_channels = 0
             self._generation += 1
-            workdir, self._workdir, self._files = self._workdir, None, None
             self._cond.notify_all()
         for channel in idle:
             wire.close_quietly(channel.sftp)
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)

@@ -260,8 +260,12 @@ def _send_write(sftp: SFTPClient, owner: Pending, handle: bytes, offset: int, da
     header = _WRITE_HEADER.pack(
         _WRITE_HEADER.size - 4 + len(handle) + _WRITE_TAIL.size + size, CMD_WRITE, num, len(handle)
     )
-    view = memoryview(b"".join((header, handle, _WRITE_TAIL.pack(offset, size), data)))
     channel = sftp.sock
+    send_all = getattr(channel, "send_all", None)
+    if send_all is not None:  # a byte channel that gathers the parts itself (sftp_openssh.PipeChannel)
+        send_all((header, handle, _WRITE_TAIL.pack(offset, size), data))
+        return num
+    view = memoryview(b"".join((header, handle, _WRITE_TAIL.pack(offset, size), data)))
     while view:
         sent = channel.send(view)
         if sent <= 0:

@@ -29,9 +29,11 @@ from distributor_core.app.audit import audit_destination, audit_error_message
 from distributor_core.app.bundles import run_destinations
 from distributor_core.app.prune import prune
 from distributor_core.app.reconcile import reconcile_state
+from distributor_core.app.refusal import Refusal
 from distributor_core.app.repair_report import DISABLED_NOTE
 from distributor_core.app.selection import Target
 from distributor_core.timefmt import now_seconds
+from distributor_dagster.failure import failure
 from distributor_dagster.maintenance.config import AuditConfig, MaintenanceConfig, PruneConfig, RepairConfig
 from distributor_dagster.maintenance.record import audit_digests, check_evaluations, observations, sections
 from distributor_dagster.maintenance.selection import select_destinations
@@ -64,6 +66,7 @@ def _steps(
 
     results: dict[str, Any] = {}
     errors: list[str] = []
+    refusals: list[Refusal] = []
     for selected, section in zip(chosen, run_destinations([c.target for c in chosen], held), strict=True):
         report = section.report
         if report is not None:
@@ -71,6 +74,9 @@ def _steps(
                 context.log.info(f"{selected.label}: {line}")
         error = section.error or (failed(report) if failed is not None and report is not None
                                   else section.error_text())
+        if error and section.refusal is not None and error == section.error:
+            error = f"{error} ({section.refusal.sentence()})"
+        refusals += section.refusals
         if error:
             context.log.error(f"{selected.label}: {error}")
             errors.append(f"{selected.label}: {error}")
@@ -93,8 +99,8 @@ def _steps(
         },
     )
     if errors:
-        raise dg.Failure(description=f"{operation} failed for {len(errors)} destination(s): " + "; ".join(errors),
-                         metadata={"errors": dg.MetadataValue.json(errors)})
+        raise failure(f"{operation} failed for {len(errors)} destination(s): " + "; ".join(errors), refusals,
+                      metadata={"errors": dg.MetadataValue.json(errors)})
 
 
 def prune_job(site: Site, name: str) -> dg.JobDefinition:

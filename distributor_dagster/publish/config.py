@@ -1,9 +1,10 @@
 """Run config of a publication: ``ops: {<graph>: {config: {...}}}`` (issue 12, issue 24).
 
 Every field is optional, so "Materialize" and "Execute checks" run without a launchpad. A pipeline
-that reads a source takes ``bundle_path``; an ``http_upload`` pipeline takes ``upload_run_id``
-(without it, a run publishes the uploads still waiting in the staging area). Partitioned runs
-name their bundles by partition instead of ``bundle_path``.
+that reads a source takes ``bundle_path``; an ``http_upload`` pipeline takes ``upload_run_ids``
+(a batch, set by the uploads sensor) or ``upload_run_id`` (one upload, the launchpad's); without
+either, a run publishes the uploads still waiting in the staging area. Partitioned runs name their
+bundles by partition instead of ``bundle_path``.
 """
 
 from __future__ import annotations
@@ -51,9 +52,24 @@ class UploadPublishConfig(PublishConfig):
 
     upload_run_id: str | None = Field(
         default=None,
-        description="The staged upload to publish (the uploads sensor sets it); unset: every upload still "
+        description="The one staged upload to publish; unset (and no upload_run_ids): every upload still "
         "waiting (status accepted), in admission order.",
     )
+    upload_run_ids: list[str] | None = Field(
+        default=None,
+        description="A batch of staged uploads to publish, in this order (the uploads sensor sets it, at most "
+        "bundles_per_run of them). Uploads already published, or in progress in another run, are passed over; "
+        "each upload's record gets its own outcome. Not together with upload_run_id.",
+    )
+
+    def named_uploads(self) -> list[str] | None:
+        """The uploads the run names (``None``: every waiting one); a :class:`dagster.Failure`
+        when both fields are set."""
+        if self.upload_run_id and self.upload_run_ids is not None:
+            raise dg.Failure("set upload_run_id (one upload) or upload_run_ids (a batch) in the run config, not both")
+        if self.upload_run_id:
+            return [self.upload_run_id]
+        return list(self.upload_run_ids) if self.upload_run_ids is not None else None
 
 
 #: The launchpad's value of ``destination`` for "every selected destination" (no id can be it:

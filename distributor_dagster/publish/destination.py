@@ -39,6 +39,7 @@ from distributor_dagster.describe import root_uri
 from distributor_dagster.failure import failure
 from distributor_dagster.names import DestinationNames, PipelineNames
 from distributor_dagster.partitions import bundle_key
+from distributor_dagster.publish import uploads
 from distributor_dagster.publish.events import Provenance, destination_events, partition_events
 from distributor_dagster.publish.model import DestinationResult, Item, Validated, detached
 from distributor_dagster.publish.ops import open_item_source, tag_uploads
@@ -118,6 +119,8 @@ def publish_op(
         tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
     )
     def publish(context: dg.OpExecutionContext, validated: Validated):  # type: ignore[no-untyped-def]
+        if pipeline.is_upload:  # a re-execution publishes only the uploads not yet published
+            validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock)
         selection = validated.selection
         selected = context.selected_output_names
         result = DestinationResult(destination.id)

@@ -36,6 +36,7 @@ from distributor_dagster.publish.config import BundlePublishConfig, PublishConfi
 from distributor_dagster.publish.model import Item, RunScope, Valid, Validated
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
+from distributor_dagster.upload_status import upload_tag
 
 PIPELINE_TAG = "distributor/pipeline"
 UPLOAD_TAG = "distributor/upload_run_id"
@@ -63,9 +64,13 @@ def tag_run(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:
 
 
 def tag_uploads(context: dg.OpExecutionContext, selection: RunScope) -> None:
-    """Tag a run that publishes one upload with it (``GET /runs/<id>`` follows the run by it)."""
+    """Tag a run with each upload it publishes (``GET /runs/<id>`` follows the run by it), and a
+    run of one upload with ``distributor/upload_run_id`` too."""
+    tags = {PIPELINE_TAG: selection.pipeline_id, **dict(map(upload_tag, selection.upload_run_ids))}
     if len(selection.upload_run_ids) == 1:
-        tag_run(context, {PIPELINE_TAG: selection.pipeline_id, UPLOAD_TAG: selection.upload_run_ids[0]})
+        tags[UPLOAD_TAG] = selection.upload_run_ids[0]
+    if selection.upload_run_ids:
+        tag_run(context, tags)
 
 
 def _targets(
@@ -148,9 +153,14 @@ def _bundle_items(
 def _upload_items(
     context: dg.OpExecutionContext, site: Site, pipeline: Pipeline, config: UploadPublishConfig
 ) -> list[Item]:
-    """The uploads of this run: the one named, or every upload still waiting, in admission order."""
+    """The uploads of this run: the one named, the batch named, or every upload still waiting, in
+    admission order."""
+    named = config.named_uploads()
     if config.upload_run_id:
         records = [uploads.open_upload(pipeline, config.upload_run_id)]
+    elif named is not None:
+        records = uploads.batch_records(context, site.config, pipeline, named, dry_run=config.dry_run,
+                                        clock=site.options.clock)
     else:
         records = uploads.waiting(pipeline)
         if not records:

@@ -41,6 +41,8 @@ def report_op(
         out=outs,
     )
     def report(context: dg.OpExecutionContext, validated: Validated, results: list[DestinationResult]):  # type: ignore[no-untyped-def]
+        # a re-execution records only the uploads not yet published
+        validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock)
         selection = validated.selection
         options = RunOptions(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
         tag_uploads(context, selection)

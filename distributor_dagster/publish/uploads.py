@@ -1,12 +1,15 @@
 """The publish run's side of the durable upload staging area (resolutions D1, dagster.md §3).
 
-A publish run of an ``http_upload`` pipeline marks its upload record ``running`` when it starts,
-``succeeded`` or ``failed`` with the run report when it ends (which removes ``bundle/`` on
-success). Dry runs never touch the record.
+A publish run of an ``http_upload`` pipeline marks each of its upload records ``running`` when it
+starts, ``succeeded`` or ``failed`` with that upload's own run report when it ends (which removes
+``bundle/`` on success), each with the Dagster run id. A run publishes one upload, a batch (the
+uploads sensor's ``upload_run_ids``) or every waiting one. A re-execution publishes only the
+uploads of its parent not yet published (:func:`still_to_publish`). Dry runs never touch a record.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +19,7 @@ from distributor_core.app.report import RunReport
 from distributor_core.config import Config, Pipeline
 from distributor_core.staging import host_redactions
 from distributor_core.timefmt import Clock
+from distributor_dagster.publish.model import Validated
 
 
 def staging_path(pipeline: Pipeline) -> Path:
@@ -90,3 +94,91 @@ def fail(site_config: Config, pipeline: Pipeline, upload_run_id: str, dagster_ru
     """Record a failed publication of an upload (never for dry runs, which leave the record alone)."""
     if not dry_run:
         mark_finished(site_config, pipeline, upload_run_id, dagster_run_id, error=error, clock=clock)
+
+
+def _in_progress_elsewhere(instance: dg.DagsterInstance, record: staging.UploadRecord, dagster_run_id: str) -> str:
+    """Why another publication owns ``record`` right now (``""``: none does): the inline
+    publisher, or another Dagster run still in progress."""
+    if record.status == staging.QUEUED or (record.status == staging.RUNNING and not record.dagster_run_id):
+        return "the inline publisher owns it"
+    if record.status == staging.RUNNING and record.dagster_run_id and record.dagster_run_id != dagster_run_id:
+        other = instance.get_run_by_id(record.dagster_run_id)
+        if other is not None and not other.is_finished:
+            return f"Dagster run {other.run_id} is publishing it"
+    return ""
+
+
+def batch_records(
+    context: dg.OpExecutionContext, config: Config, pipeline: Pipeline, upload_run_ids: list[str], *, dry_run: bool,
+    clock: Clock | None = None,
+) -> list[staging.UploadRecord]:
+    """The uploads of a batch this run publishes, in the order named. One upload's problem never
+    stops the others: an upload already published, or owned by another publication in progress,
+    is passed over (logged); an unknown one is logged; one whose staged bundle is gone is recorded
+    ``failed`` with the reason."""
+    where = staging_path(pipeline)
+    chosen: list[staging.UploadRecord] = []
+    for run_id in dict.fromkeys(upload_run_ids):
+        if not staging.is_run_id(run_id) or staging.run_id_pipeline(run_id) != pipeline.id:
+            context.log.error(f"upload_run_ids: {run_id!r} is not an upload run id of pipeline {pipeline.id}")
+            continue
+        try:
+            record = staging.read_record(where, run_id)
+        except FileNotFoundError:
+            context.log.warning(f"upload {run_id} is not in the staging area of pipeline {pipeline.id} (expired?)")
+            continue
+        except (OSError, staging.RecordError) as exc:
+            context.log.error(f"upload {run_id}: {exc}")
+            continue
+        if record.status == staging.SUCCEEDED:
+            context.log.info(f"upload {run_id} was already published (Dagster run {record.dagster_run_id})")
+            continue
+        owner = _in_progress_elsewhere(context.instance, record, context.run_id)
+        if owner:
+            context.log.info(f"upload {run_id} is passed over: {owner}")
+            continue
+        if not staging.bundle_dir(where, run_id).is_dir():
+            error = f"the staged bundle of upload {run_id} is gone"
+            context.log.error(error)
+            if not dry_run:
+                mark_finished(config, pipeline, run_id, context.run_id, error=error, clock=clock)
+            continue
+        chosen.append(record)
+    return chosen
+
+
+def still_to_publish(
+    context: dg.OpExecutionContext, config: Config, pipeline: Pipeline, validated: Validated,
+    clock: Clock | None = None,
+) -> Validated:
+    """The valid uploads a publish or report step still publishes. In a first run: every one.
+    In a re-execution (its steps take ``validated`` from the parent run): those not yet published
+    (a ``succeeded`` record is passed over: its staged bundle is gone), each marked ``running``
+    under this run; none owned by another publication in progress. Dry runs: every one."""
+    if validated.selection.dry_run or not validated.valid:
+        return validated
+    where = staging_path(pipeline)
+    keep = []
+    for valid in validated.valid:
+        run_id = valid.item.upload_run_id
+        if not run_id:
+            keep.append(valid)
+            continue
+        try:
+            record = staging.read_record(where, run_id)
+        except (OSError, staging.RecordError) as exc:
+            context.log.warning(f"upload {run_id} is passed over: its record cannot be read: {exc}")
+            continue
+        if record.status == staging.SUCCEEDED:
+            context.log.info(f"upload {run_id} was already published (Dagster run {record.dagster_run_id})")
+            continue
+        if record.dagster_run_id != context.run_id or record.status != staging.RUNNING:
+            owner = _in_progress_elsewhere(context.instance, record, context.run_id)
+            if owner:
+                context.log.info(f"upload {run_id} is passed over: {owner}")
+                continue
+            mark_running(pipeline, run_id, context.run_id, clock)
+        keep.append(valid)
+    if len(keep) == len(validated.valid):
+        return validated
+    return replace(validated, valid=tuple(keep))

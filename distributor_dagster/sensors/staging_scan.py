@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -41,11 +41,14 @@ _STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 @dataclass(frozen=True)
 class UploadCursor:
     """``seq``/``stamp``: the last record handled; ``resume``: the last name read by a tick that
-    ran out of time (empty when the previous scan completed)."""
+    ran out of time (empty when the previous scan completed); ``single``: the highest ``seq``
+    requested in a run of its own because a record the inline publisher owns held the cursor
+    before it (0: none), so the next ticks request it under the same run key again."""
 
     seq: int = 0
     stamp: str = ""
     resume: str = ""
+    single: int = 0
 
     @classmethod
     def parse(cls, text: str | None) -> UploadCursor:
@@ -55,7 +58,8 @@ class UploadCursor:
             data = json.loads(text)
             if data.get("v") != CURSOR_VERSION:
                 return cls()
-            return cls(int(data.get("seq", 0)), str(data.get("stamp", "")), str(data.get("resume", "")))
+            return cls(int(data.get("seq", 0)), str(data.get("stamp", "")), str(data.get("resume", "")),
+                       int(data.get("single", 0)))
         except (ValueError, TypeError, AttributeError):
             return cls()
 
@@ -63,6 +67,8 @@ class UploadCursor:
         data: dict[str, object] = {"v": CURSOR_VERSION, "seq": self.seq, "stamp": self.stamp}
         if self.resume:
             data["resume"] = self.resume
+        if self.single:
+            data["single"] = self.single
         return json.dumps(data, separators=(",", ":"))
 
 
@@ -179,8 +185,34 @@ def scan_staging(
         if not held:
             seq, stamp = record.seq, run_id_stamp(record.run_id)
     resume = last_read if scan.partial and not full else ""
-    scan.cursor = UploadCursor(seq, stamp, resume)
+    scan.cursor = UploadCursor(seq, stamp, resume, cursor.single)
     return scan
+
+
+def batches(
+    pending: Sequence[staging.UploadRecord], before: UploadCursor, after: UploadCursor, size: int
+) -> tuple[list[list[staging.UploadRecord]], UploadCursor]:
+    """``pending`` (``seq`` order) cut into the runs a tick requests, and the cursor to store.
+
+    Records the cursor passes (``after.seq``) are never offered again: they go in batches of at
+    most ``size``, in order. A record above it (a record the inline publisher owns holds the
+    cursor before it) is offered again by the next ticks, so it gets a run of its own, keyed by its
+    run id, which Dagster does not launch twice; it keeps that run until the cursor has passed it
+    (``single``)."""
+    runs: list[list[staging.UploadRecord]] = []
+    batch: list[staging.UploadRecord] | None = None
+    for record in pending:
+        if record.seq > after.seq or record.seq <= before.single:
+            runs.append([record])
+            continue
+        if batch is None or len(batch) >= size:
+            batch = []
+            runs.append(batch)
+        batch.append(record)
+    above = [record.seq for record in pending if record.seq > after.seq]
+    if before.single > after.seq:
+        above.append(before.single)
+    return runs, replace(after, single=max(above, default=0))
 
 
 def staged_records(staging_path: Path, *, errors: list[tuple[str, str]]) -> list[staging.UploadRecord]:

@@ -1,16 +1,24 @@
-"""``uploads_<pipeline>``: a publish run for each accepted upload in the durable staging area
-(dagster.md §3, resolutions D1).
+"""``uploads_<pipeline>``: publish runs for the uploads accepted into the durable staging area
+(dagster.md §3, resolutions D1; issue 28: batched runs).
 
-The run key is the upload run id, so a record is never published twice, and the run carries the
-tags ``distributor/upload_run_id``, ``distributor/pipeline`` and ``distributor/bundle_id``. The
-cursor (:mod:`.staging_scan`) keeps ticks cheap however many records the staging area holds. A
-tick that finds new uploads also observes the source asset (the staging area): its data version
-is the digest of the newest upload admitted.
+A tick that finds new ``accepted`` records requests runs of at most ``bundles_per_run`` uploads
+each, in admission order (``ops.<p>.config.upload_run_ids``), so N uploads cost about
+N / ``bundles_per_run`` run workers instead of N; each upload's record still gets its own outcome
+and the Dagster run id. A run carries the tags ``distributor/pipeline`` and, per upload,
+``distributor/upload.<stamp>.<hex>`` (:func:`~distributor_dagster.upload_status.upload_tag`); a
+run of one upload also ``distributor/upload_run_id`` and ``distributor/bundle_id``. The run key
+is the upload run id for one upload, ``<first>..<last>`` for a batch; the cursor
+(:mod:`.staging_scan`) passes every record it requests, so no record is requested twice (a
+record offered again after one the inline publisher holds gets a run of its own, keyed by its run
+id, :func:`~.staging_scan.batches`), and keeps ticks cheap however many records the staging area
+holds. A tick that finds new uploads also observes the source asset (the staging area): its data
+version is the digest of the newest upload admitted.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,22 +29,28 @@ from distributor_core.config import Pipeline
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.publish.job import run_config
-from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging, uploads_view
+from distributor_dagster.sensors.staging_scan import UploadCursor, batches, scan_staging, uploads_view
 from distributor_dagster.site import Site
+from distributor_dagster.upload_status import upload_tag
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 
-def upload_run_request(pipeline: Pipeline, names: PipelineNames, record: staging.UploadRecord) -> dg.RunRequest:
+def upload_run_request(
+    pipeline: Pipeline, names: PipelineNames, batch: Sequence[staging.UploadRecord]
+) -> dg.RunRequest:
+    """The run publishing ``batch`` (admission order)."""
+    first, last = batch[0], batch[-1]
+    tags = {"distributor/pipeline": pipeline.id, **dict(upload_tag(record.run_id) for record in batch)}
+    if len(batch) == 1:
+        tags.update({"distributor/upload_run_id": first.run_id, "distributor/bundle_id": first.bundle_id})
+    else:
+        tags["distributor/uploads"] = str(len(batch))
     return dg.RunRequest(
-        run_key=record.run_id,
-        run_config=run_config(names, upload_run_id=record.run_id),
-        tags={
-            "distributor/upload_run_id": record.run_id,
-            "distributor/pipeline": pipeline.id,
-            "distributor/bundle_id": record.bundle_id,
-        },
+        run_key=first.run_id if len(batch) == 1 else f"{first.run_id}..{last.run_id}",
+        run_config=run_config(names, upload_run_ids=[record.run_id for record in batch]),
+        tags=tags,
     )
 
 
@@ -53,15 +67,17 @@ def uploads_sensor(
         job=job,
         minimum_interval_seconds=options.sensor_interval,
         default_status=options.default_sensor_status,
-        description=f"Requests a {names.publish_job} run for each upload accepted by `distributor serve "
-        f"--publisher dagster` for pipeline {pipeline.id}.",
+        description=f"Requests {names.publish_job} runs, of at most {options.bundles_per_run} uploads each, for "
+        f"the uploads accepted by `distributor serve --publisher dagster` for pipeline {pipeline.id}.",
     )
     def uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         ensure_pipeline_pools(context, pools)
-        scan = scan_staging(where, UploadCursor.parse(context.cursor), max_requests=options.max_runs_per_tick)
+        before = UploadCursor.parse(context.cursor)
+        scan = scan_staging(where, before, max_requests=options.max_runs_per_tick * options.bundles_per_run)
         for run_id, error in scan.errors:
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")
-        requests = [upload_run_request(pipeline, names, record) for record in scan.pending]
+        runs, cursor = batches(scan.pending, before, scan.cursor, options.bundles_per_run)
+        requests = [upload_run_request(pipeline, names, batch) for batch in runs]
         events = [uploads_view(scan.pending, admitted=scan.cursor.seq).observation(source_key)] if requests else []
         if scan.partial:
             context.log.info(f"read {scan.read} upload record(s); the next tick continues the scan")
@@ -69,7 +85,7 @@ def uploads_sensor(
         if not requests:
             skip = "no new uploads" if scan.idle else f"no accepted uploads among {scan.read} record(s) read"
         return dg.SensorResult(
-            run_requests=requests, asset_events=events, cursor=scan.cursor.format(), skip_reason=skip
+            run_requests=requests, asset_events=events, cursor=cursor.format(), skip_reason=skip
         )
 
     return uploads

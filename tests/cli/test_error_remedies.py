@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from distributor_core.app.refusal import FAILURE_CLASSES
 from tests.bundle.conftest import make_bundle
 from tests.cli.conftest import REPO, run_script
 
@@ -250,3 +251,13 @@ def test_maintenance_refusals_name_root_path_remedy_and_docs(
     refusal = document["refusal"]
     assert (refusal["class"], refusal["root"], refusal["paths"]) == (failure, str(site), [f"{site}/{path}"])
     assert remedy in refusal["remedy"] and refusal["docs_url"] == link
+
+
+@pytest.mark.parametrize("failure", FAILURE_CLASSES)
+def test_every_failure_class_has_its_troubleshooting_entry(failure: str) -> None:
+    """Every link a refusal prints opens an entry that names its class (docs match the messages)."""
+    anchor = f'<a id="{failure.replace("_", "-")}"></a>'
+    assert TROUBLESHOOTING.count(anchor) == 1
+    entry = TROUBLESHOOTING.split(anchor, 1)[1].split("<a id=", 1)[0]
+    assert f"`{failure}`" in entry
+    assert f"`{failure}`" in TROUBLESHOOTING.split("## What a refusal tells you", 1)[1].split("\n## ", 1)[0]

@@ -159,13 +159,14 @@ pipelines:
 def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> None:
     """Every run config field is optional (so "Execute checks" and Materialize need no config;
     without ``upload_run_id`` a run publishes the uploads still waiting, test_upload_sensor), and
-    only the fields that apply are offered: uploads take ``upload_run_id``, sources ``bundle_path``."""
+    only the fields that apply are offered: uploads take ``upload_run_id`` (one, the launchpad's) or
+    ``upload_run_ids`` (a batch, the sensor's), sources ``bundle_path``."""
     defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
     assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
     job = defs.resolve_job_def("publish_example_http_upload")
     ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
     config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"destination", "upload_run_id", "dry_run", "force", "republish"}
+    assert set(config_fields) == {"destination", "upload_run_id", "upload_run_ids", "dry_run", "force", "republish"}
     assert not any(field.is_required for field in config_fields.values())
     # a pipeline with one destination has no destination to choose
     local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")

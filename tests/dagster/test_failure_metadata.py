@@ -167,3 +167,46 @@ def test_corrupt_bundle_check_names_root_paths_remedy_and_docs(tmp_path: Path) -
     assert metadata["docs_url"].value == "docs/troubleshooting.md#corrupt-bundle"
     assert metadata["file"].value == "report.md"
     assert not (tmp_path / "out").exists()
+
+
+MAINTENANCE = [
+    # (job, run config of its step, how the destination is prepared, failure class, path, remedy piece)
+    ("reconcile_state", {"bundle_path": "."}, "empty", "missing_state", ".distributor.json", "--all-bundles"),
+    ("reconcile_state", {"bundle_path": ".", "adopt": True}, "other", "foreign_owner", ".distributor.json",
+     "other/site"),
+    ("audit", {"bundle_path": "."}, "invalid", "invalid_state", ".distributor.json", "distributor inspect"),
+    ("audit", {}, "invalid", "invalid_state", ".distributor.json", "distributor inspect"),  # all bundle paths
+    ("audit", {"bundle_path": "."}, "deleted", "audit_problems", "report.md", "--republish"),
+]
+
+
+@pytest.mark.parametrize(("job", "config", "prepare", "failure", "path", "remedy"), MAINTENANCE,
+                         ids=[f"{m[0]}-{m[3]}-{'all' if not m[1] else 'root'}" for m in MAINTENANCE])
+def test_maintenance_failure_metadata_names_root_path_remedy_and_docs(
+    tmp_path: Path, job: str, config: dict, prepare: str, failure: str, path: str, remedy: str
+) -> None:
+    _spool(tmp_path)
+    site = tmp_path / "out" / "site"
+    site.mkdir(parents=True)
+    if prepare == "other":
+        other = _config(tmp_path, LOCAL, pipeline="other", name="other.yml")
+        assert run_script("run", "--config", str(other)).returncode == 0
+    elif prepare == "invalid":
+        (site / ".distributor.json").write_text("{not json")
+    elif prepare == "deleted":
+        assert run_script("run", "--config", str(_config(tmp_path, LOCAL))).returncode == 0
+        (site / "report.md").unlink()
+    result = build_definitions(_config(tmp_path, LOCAL)).resolve_job_def(job).execute_in_process(
+        run_config={"ops": {job: {"config": config}}}, raise_on_error=False)
+    (failed,) = events_of(result, "STEP_FAILURE")
+    data = failed.event_specific_data.user_failure_data
+    link = f"docs/troubleshooting.md#{failure.replace('_', '-')}"
+    metadata = data.metadata
+    assert metadata["failure_class"].value == failure
+    assert metadata["root"].value == str(site)
+    assert [row.data["path"] for row in metadata["paths"].records] == [f"{site}/{path}"]
+    assert remedy in metadata["remedy"].value
+    assert metadata["docs_url"].value == link
+    if config:  # one bundle path: the description carries the same facts
+        assert f"(root {site}; paths (1): {site}/{path}; remedy: " in data.description
+        assert data.description.endswith(f"; see {link})")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core import staging as sg
-from distributor_dagster.sensors.staging_scan import UploadCursor, scan_staging
+from distributor_dagster.sensors.staging_scan import UploadCursor, batches, scan_staging
 from tests.dagster.conftest import add_record
 
 pytestmark = pytest.mark.dagster
@@ -118,3 +118,36 @@ def test_records_of_the_inline_publisher_hold_the_cursor_until_handed_over(area:
     handed = scan_staging(area, scan.cursor, max_requests=10)
     assert [r.run_id for r in handed.pending] == [inline, later]  # the repeat has the same run key
     assert handed.cursor.seq == 3
+
+
+def _runs(area: Path, cursor: UploadCursor, size: int) -> tuple[list[list[str]], UploadCursor]:
+    scan = scan_staging(area, cursor, max_requests=100)
+    runs, after = batches(scan.pending, cursor, scan.cursor, size)
+    return [[record.run_id for record in run] for run in runs], UploadCursor.parse(after.format())
+
+
+def test_uploads_the_cursor_passes_go_in_batches_of_the_bound_in_order(area: Path) -> None:
+    ids = [add_record(area, seq, at(seq), "accepted") for seq in range(1, 8)]
+    runs, cursor = _runs(area, UploadCursor(), 3)
+    assert runs == [ids[0:3], ids[3:6], ids[6:]]
+    assert cursor.seq == 7 and cursor.single == 0
+    assert _runs(area, cursor, 3)[0] == []
+
+
+def test_uploads_after_one_the_inline_publisher_holds_are_each_requested_alone_until_passed(area: Path) -> None:
+    """Offered again by every tick until the held record is handed over, they keep runs of their
+    own (run key: the upload run id), so Dagster launches each once; a batch never repeats one."""
+    first = add_record(area, 1, at(1), "accepted")
+    inline = add_record(area, 2, at(2), "queued")
+    later = [add_record(area, seq, at(seq), "accepted") for seq in (3, 4)]
+    runs, cursor = _runs(area, UploadCursor(), 5)
+    assert runs == [[first], [later[0]], [later[1]]]
+    assert (cursor.seq, cursor.single) == (1, 4)
+    runs, cursor = _runs(area, cursor, 5)  # still held: the same single requests again
+    assert runs == [[later[0]], [later[1]]]
+
+    sg.transition(area, inline, status=sg.ACCEPTED)  # serve restarts with --publisher dagster
+    newer = [add_record(area, seq, at(seq), "accepted") for seq in (5, 6)]
+    runs, cursor = _runs(area, cursor, 5)
+    assert runs == [[inline], [later[0]], [later[1]], newer]
+    assert (cursor.seq, cursor.single) == (6, 0)

@@ -26,7 +26,7 @@ from distributor_core.server import create_app
 from distributor_dagster import build_definitions
 from distributor_dagster.upload_status import DagsterRunLookup
 from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
-from tests.dagster.reconstruct import job_from_environment
+from tests.dagster.reconstruct import reconstructable_job
 
 pytestmark = pytest.mark.dagster
 
@@ -117,27 +117,35 @@ def staged_uploads(
     return run_ids
 
 
-def test_one_run_per_accepted_upload_and_none_on_the_next_tick(
+def test_a_tick_requests_runs_of_at_most_bundles_per_run_uploads_and_none_on_the_next_tick(
     tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
-    run_ids = staged_uploads(tmp_path, config, instance, 3)
-    defs = build_definitions(config)
+    run_ids = staged_uploads(tmp_path, config, instance, 7)
+    defs = build_definitions(config, bundles_per_run=3)
     first = tick(defs, None, instance)
-    assert [r.run_key for r in first.run_requests] == run_ids
+    batches = [run_ids[0:3], run_ids[3:6], run_ids[6:]]
+    assert [r.run_key for r in first.run_requests] == [f"{b[0]}..{b[-1]}" for b in batches[:2]] + [run_ids[6]]
+    assert [r.run_config for r in first.run_requests] == [
+        {"ops": {"reports_daily": {"config": {"upload_run_ids": batch}}}} for batch in batches
+    ]
     request = first.run_requests[0]
-    assert request.run_config == {"ops": {"reports_daily": {"config": {"upload_run_id": run_ids[0]}}}}
+    # each upload of a batch is named by its own tag (GET /runs/<id> and the UI's tag filter find the run)
     assert request.tags == {
-        "distributor/upload_run_id": run_ids[0],
         "distributor/pipeline": "reports.daily",
-        "distributor/bundle_id": "reports.b0",
+        "distributor/uploads": "3",
+        **{f"distributor/upload.{run_id.removeprefix('reports.daily.')}": "reports.daily" for run_id in batches[0]},
     }
+    # a run of one upload also carries the upload run id and bundle id as before
+    single = first.run_requests[2]
+    assert single.tags["distributor/upload_run_id"] == run_ids[6]
+    assert single.tags["distributor/bundle_id"] == "reports.b6"
     # the tick observes the source asset (the staging area): the newest upload's digest
     (observation,) = first.asset_events
     newest = sg.read_record(tmp_path / "staging" / "reports.daily", run_ids[-1])
     assert observation.asset_key == dg.AssetKey(["reports_daily"])
     assert observation.tags["dagster/data_version"] == newest.manifest["digest"]
     assert observation.metadata["newest_upload"].value == run_ids[-1]
-    assert observation.metadata["uploads_admitted"].value == 3
+    assert observation.metadata["uploads_admitted"].value == 7
     second = tick(defs, first.cursor, instance)
     assert second.run_requests == [] and second.asset_events == []
     assert second.skip_reason is not None and second.skip_reason.skip_message == "no new uploads"
@@ -145,6 +153,7 @@ def test_one_run_per_accepted_upload_and_none_on_the_next_tick(
     more = staged_uploads(tmp_path / "later", config, instance, 1)
     third = tick(defs, second.cursor, instance)
     assert [r.run_key for r in third.run_requests] == more
+    assert third.run_requests[0].run_config == {"ops": {"reports_daily": {"config": {"upload_run_ids": more}}}}
     assert tick(defs, third.cursor, instance).run_requests == []
 
 
@@ -174,18 +183,16 @@ def test_the_publish_run_records_its_status_and_report_in_the_upload(
 
 
 def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
-    tmp_path: Path, config: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, config: Path, instance: dg.DagsterInstance
 ) -> None:
     (run_id,) = staged_uploads(tmp_path, config, instance, 1)
     staging_path = tmp_path / "staging" / "reports.daily"
     stray = tmp_path / "out" / "mirror" / "stray.txt"
     stray.parent.mkdir(parents=True)
     stray.write_text("unmanaged\n")
-    monkeypatch.setenv("DISTRIBUTOR_CONFIG", str(config))
-    monkeypatch.setenv("DISTRIBUTOR_TEST_JOB", "publish_reports_daily")
     (request,) = tick(build_definitions(config), None, instance).run_requests
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance, run_config=request.run_config, tags=request.tags
+        reconstructable_job(config, "publish_reports_daily"), instance, run_config=request.run_config, tags=request.tags
     ) as result:
         assert not result.success
         # the publish executor runs the report after a failed destination: it records the upload's
@@ -207,7 +214,7 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     stray.unlink()
     # "Re-execute from failure": the failed publish step publishes again, then report and the checks
     with dg.execute_job(
-        dg.reconstructable(job_from_environment), instance,
+        reconstructable_job(config, "publish_reports_daily"), instance,
         reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
     ) as rerun:
         assert rerun.success
@@ -221,13 +228,25 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     assert [a["action"] for a in record.report["actions"]] == ["publish_new", "publish_new"]
     assert (tmp_path / "out" / "mirror" / "r.md").read_text() == "# 0\n"
     assert not (staging_path / run_id / "bundle").exists()
-    # a succeeded upload is never published again
-    again = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
-        run_config=request.run_config, instance=instance, raise_on_error=False
+    # a succeeded upload is never published again: a batch passes it over, a run naming it alone
+    # (the launchpad's upload_run_id) is refused
+    job = build_definitions(config).resolve_job_def("publish_reports_daily")
+    batch = job.execute_in_process(run_config=request.run_config, instance=instance)
+    assert batch.success and events_of(batch, "ASSET_MATERIALIZATION") == []
+    assert sg.read_record(staging_path, run_id).dagster_run_id == rerun.run_id
+    again = job.execute_in_process(
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id}}}}, instance=instance,
+        raise_on_error=False,
     )
     assert not again.success
     error = events_of(again, "STEP_FAILURE")[0].event_specific_data.error.message
     assert f"upload {run_id} was already published" in error
+    both = job.execute_in_process(
+        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id, "upload_run_ids": [run_id]}}}},
+        instance=instance, raise_on_error=False,
+    )
+    error = events_of(both, "STEP_FAILURE")[0].event_specific_data.error.message
+    assert "set upload_run_id (one upload) or upload_run_ids (a batch)" in error
 
 
 def test_a_dry_run_of_an_upload_leaves_its_record_alone(

@@ -59,6 +59,7 @@ class Deployment:
     postgres: PostgresServer
     database: str
     env: dict[str, str] = field(default_factory=dict)
+    _serve_log_start: int = 0
 
     @property
     def config_path(self) -> Path:
@@ -81,13 +82,16 @@ class Deployment:
             yield instance
 
     @contextmanager
-    def running(self, *, webserver: bool = False, serve: bool = False) -> Iterator[Running]:
-        """The deployment's processes, booted side by side: ``dagster-daemon``, optionally
-        ``dagster-webserver`` and ``distributor serve --publisher dagster``; all stopped after."""
+    def running(self, *, webserver: bool = False, serve: bool = False, daemon: bool = True) -> Iterator[Running]:
+        """The deployment's processes, booted side by side: ``dagster-daemon`` (unless ``daemon``
+        is false: nothing launches runs), optionally ``dagster-webserver`` and ``distributor serve
+        --publisher dagster``; all stopped after."""
         stops: list[Callable[[], None]] = []
         try:
-            daemon = Daemon.start(self.home, self.env, self.root / "daemon.log", cwd=self.root)
-            stops.append(daemon.stop)
+            peer = None
+            if daemon:
+                peer = Daemon.start(self.home, self.env, self.root / "daemon.log", cwd=self.root)
+                stops.append(peer.stop)
             web = None
             if webserver:
                 web = Webserver.start(self.home, self.env, self.root / "webserver.log", cwd=self.root)
@@ -96,17 +100,19 @@ class Deployment:
             if serve:
                 server = self._start_serve()
                 stops.append(lambda: stop_process(server))
-            daemon.wait_ready()
+            if peer is not None:
+                peer.wait_ready()
             if web is not None:
                 web.wait_ready()
             serve_url = self._wait_serve(server) if server is not None else ""
-            yield Running(daemon=daemon, web_url=web.url if web else "", serve_url=serve_url)
+            yield Running(daemon=peer, web_url=web.url if web else "", serve_url=serve_url)
         finally:
             for stop in reversed(stops):
                 stop()
 
     def _start_serve(self) -> subprocess.Popen[bytes]:
         log = open(self.root / "serve.log", "ab")  # noqa: SIM115 - kept open for the child
+        self._serve_log_start = log.tell()  # a second start in one test appends to the same log
         try:
             return subprocess.Popen(
                 [str(BIN / "distributor"), "serve", "--config", str(self.config_path), "--publisher", "dagster"],
@@ -122,7 +128,9 @@ class Deployment:
         deadline = time.monotonic() + 60
         marker = "serving HTTP upload API on "
         while True:
-            text = log_path.read_text(errors="replace")
+            with open(log_path, "rb") as log:
+                log.seek(self._serve_log_start)
+                text = log.read().decode(errors="replace")
             if marker in text:
                 return "http://" + text.split(marker, 1)[1].split()[0]
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -134,7 +142,7 @@ class Deployment:
 class Running:
     """What :meth:`Deployment.running` started."""
 
-    daemon: Daemon
+    daemon: Daemon | None
     web_url: str
     serve_url: str
 

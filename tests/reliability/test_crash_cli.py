@@ -134,10 +134,11 @@ def _local_backend(base: Path) -> Backend:
     )
 
 
-def _sftp_backend(server) -> Backend:  # type: ignore[no-untyped-def]
+def _sftp_backend(server, transport: str = "paramiko") -> Backend:  # type: ignore[no-untyped-def]
     def yaml(root: Path) -> str:
         return (
             "        backend: ssh\n"
+            f"        transport: {transport}\n"
             f"        host: {server.host}\n"
             f"        port: {server.port}\n"
             f"        user: {server.user}\n"
@@ -146,17 +147,21 @@ def _sftp_backend(server) -> Backend:  # type: ignore[no-untyped-def]
             f"        known_hosts_file: {server.known_hosts_path}\n"
         )
 
-    return Backend("sftp", lambda name: server.make_sftp_root(name), yaml, server.chown_to_user)
+    label = "sftp" if transport == "paramiko" else f"sftp-{transport}"
+    return Backend(label, lambda name: server.make_sftp_root(name), yaml, server.chown_to_user)
 
 
 def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> Backend:
     if name == "local":
         return _local_backend(tmp_path)
-    return _sftp_backend(request.getfixturevalue("sshd_server"))
+    transport = "openssh" if name == "sftp-openssh" else "paramiko"
+    return _sftp_backend(request.getfixturevalue("sshd_server"), transport)
 
 
 CASES = [pytest.param("local", name, id=f"local-{name}") for name in SCENARIOS] + [
-    pytest.param("sftp", name, id=f"sftp-{name}", marks=pytest.mark.sftp) for name in SCENARIOS
+    pytest.param(backend, name, id=f"{backend}-{name}", marks=pytest.mark.sftp)
+    for backend in ("sftp", "sftp-openssh")
+    for name in SCENARIOS
 ]
 
 

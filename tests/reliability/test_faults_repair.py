@@ -79,7 +79,9 @@ class Backend:
     adopt: Callable[[Path], None]
 
 
-@pytest.fixture(params=["local", pytest.param("sftp", marks=pytest.mark.sftp)])
+@pytest.fixture(
+    params=["local", pytest.param("sftp", marks=pytest.mark.sftp), pytest.param("sftp-openssh", marks=pytest.mark.sftp)]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "local":
         root = tmp_path / "root"
@@ -90,9 +92,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
     server = request.getfixturevalue("sshd_server")
     root = server.make_sftp_root()
-    connection = make_sftp_storage(server, root)  # one connection for every case of the test
+    transport = "openssh" if request.param == "sftp-openssh" else "paramiko"
+    connection = make_sftp_storage(server, root, transport=transport)  # one connection for every case
     try:
-        yield Backend("sftp", root, lambda: connection, server.chown_to_user)
+        yield Backend(request.param, root, lambda: connection, server.chown_to_user)
     finally:
         connection.close()
 

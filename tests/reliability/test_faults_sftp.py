@@ -39,11 +39,11 @@ class Site:
     """One SFTP root reused by every case of a test (cleared and re-seeded on this machine, then
     handed to the SFTP user), and one connection to it."""
 
-    def __init__(self, server: Any, base: Path) -> None:
+    def __init__(self, server: Any, base: Path, transport: str = "paramiko") -> None:
         self.server = server
         self.root = server.make_sftp_root()
         self.base = base
-        self.sftp = make_sftp_storage(server, self.root)
+        self.sftp = make_sftp_storage(server, self.root, transport=transport)
         self._count = 0
 
     def prepare(self, scenario: str) -> tuple[Env, dict[str, Any]]:
@@ -59,9 +59,10 @@ class Site:
         return env, kwargs
 
 
-@pytest.fixture
-def site(sshd_server: Any, tmp_path: Path) -> Iterator[Site]:
-    site = Site(sshd_server, tmp_path)
+@pytest.fixture(params=["paramiko", "openssh"])
+def site(sshd_server: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Site]:
+    """The site over each SSH transport (paramiko; the system ssh client)."""
+    site = Site(sshd_server, tmp_path, request.param)
     try:
         yield site
     finally:

@@ -64,9 +64,13 @@ def test_audit_reports_every_kind_of_damage_and_writes_nothing(tmp_path: Path, d
     assert report.bytes_read == 16  # the two files of the right size, read once each
     assert not report.clean and report.status == "problems"
     assert report.problem_summary() == "1 missing, 1 size_mismatch, 1 digest_mismatch, 1 unmanaged"
-    assert audit_error_message(report) == (
+    message = audit_error_message(report)
+    assert message.startswith(
         "audit found problems: reports/archive [.]: 1 missing, 1 size_mismatch, 1 digest_mismatch, 1 unmanaged"
+        f" (root {dest.root}; paths (4): {dest.root}/corrupt.txt, {dest.root}/short.txt, {dest.root}/gone.txt, "
+        f"{dest.root}/extra.txt; remedy: restore the outputs with `distributor run "
     )
+    assert "--allow-unmanaged" in message and message.endswith("; see docs/troubleshooting.md#audit-problems)")
     assert {path: dest.read(path) for path in dest.files()} == before  # no lock, no journal, no rewrite
 
 
@@ -75,8 +79,9 @@ def test_report_shape_and_text(tmp_path: Path, dest: Dest, damaged: bytes) -> No
     data = report.to_dict()
     assert list(data) == [
         "pipeline_id", "destination_id", "backend", "root_path", "state_schema", "owner_scope", "status",
-        "checked_count", "counts", "bytes_read", "allow_unmanaged", "outputs", "unmanaged_entries",
+        "checked_count", "counts", "bytes_read", "allow_unmanaged", "outputs", "unmanaged_entries", "refusal",
     ]
+    assert data["refusal"]["class"] == "audit_problems" and data["refusal"]["count"] == 4
     assert data["counts"] == {
         "ok": 1, "missing": 1, "not_a_file": 0, "size_mismatch": 1, "digest_mismatch": 1, "unmanaged": 1
     }
@@ -174,7 +179,8 @@ def test_all_bundles_one_section_each_and_failures_do_not_stop_the_others(tmp_pa
     assert report.sections[1].error and not report.ok and not report.clean
     message = audit_error_message(report)
     assert message.startswith("1 bundle(s) failed: three: ")
-    assert message.endswith("; audit found problems: reports/archive [two]: 1 digest_mismatch")
+    assert f"; audit found problems: reports/archive [two]: 1 digest_mismatch (root {dest.root}; " in message
+    assert message.endswith("see docs/troubleshooting.md#audit-problems)")
 
 
 def test_warnings_for_a_writer_at_work(tmp_path: Path, dest: Dest) -> None:

@@ -147,9 +147,11 @@ def test_audit_repair_and_adoption_of_a_hand_copy(peer: Peer) -> None:
     code, document, stderr = peer.cli("audit", *SELECT)
     assert code == 1
     result = document["result"]
-    assert document["ok"] is False and document["error"] == (
-        "audit found problems: reports/archive [daily]: 1 missing, 1 size_mismatch, 1 digest_mismatch"
+    assert document["ok"] is False and document["error"].startswith(
+        "audit found problems: reports/archive [daily]: 1 missing, 1 size_mismatch, 1 digest_mismatch (root "
     )
+    assert document["error"].endswith("see docs/troubleshooting.md#audit-problems)")
+    assert result["refusal"]["count"] == 3
     assert stderr == f"distributor: {document['error']}\n"
     assert _statuses(result) == {
         "report.md": "ok", "data/a.csv": "digest_mismatch", "data/b.csv": "size_mismatch", "notes.txt": "missing"
@@ -179,7 +181,9 @@ def test_audit_repair_and_adoption_of_a_hand_copy(peer: Peer) -> None:
     ]
     assert peer.get("daily/data/a.csv") == b"a,b\n9,9\n"
     code, document, _ = peer.cli("audit", *SELECT)
-    assert code == 1 and document["error"].endswith(": 2 unmanaged")
+    assert code == 1 and ": 2 unmanaged (root " in document["error"]
+    assert document["error"].endswith("see docs/troubleshooting.md#audit-problems)")
+    assert document["result"]["refusal"]["count"] == 2 and "--adopt" in document["result"]["refusal"]["remedy"]
     code, document, _ = peer.cli("audit", *SELECT, "--allow-unmanaged")
     assert code == 0 and _statuses(document["result"]) == {"report.md": "ok"}
 

@@ -97,10 +97,15 @@ def test_one_failing_bundle_does_not_stop_the_others(tmp_path: Path, dest: Dest,
     report = info.value.report
     assert [s.bundle_path for s in report.sections] == ["", "b", "c", "daily/2026-06-07", "daily/2026-06-08"]
     assert [s.failed for s in report.sections] == [False, True, True, False, False]
-    assert report.sections[1].to_dict() == {
+    section = report.sections[1].to_dict()
+    refusal = section.pop("refusal")  # where and how to fix it (issue 25)
+    assert section == {
         "bundle_path": "b",
         "error": "state owner is other/site, not reports/archive",
     }
+    assert (refusal["class"], refusal["root"], refusal["paths"]) == (
+        "foreign_owner", str(dest.root), [f"{dest.root}/b/.distributor.json"])
+    assert report.sections[2].to_dict()["refusal"]["class"] == "invalid_state"
     assert str(info.value).startswith("2 bundle(s) failed: b: state owner is other/site, not reports/archive; c: ")
     assert dest.state_bytes("b") == foreign
     assert dest.paths("daily/2026-06-08") == ["old.txt"]  # repaired after the failures

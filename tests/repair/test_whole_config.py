@@ -82,7 +82,8 @@ def test_audit_all_has_a_line_per_destination_and_bundle(world: Path, cli: Runne
     assert never == [f"Bundles: pipeline=other destination=never backend=local root={tmp_path / 'never'} bundles=0 "
                      "failed=0 dry_run=true"]
     assert result.stderr.startswith("distributor: 1 destination(s) failed: other/cloud: ")
-    assert result.stderr.rstrip().endswith("; audit found problems: reports/archive [weekly]: 1 digest_mismatch")
+    assert "; audit found problems: reports/archive [weekly]: 1 digest_mismatch (root " in result.stderr
+    assert result.stderr.rstrip().endswith("see docs/troubleshooting.md#audit-problems)")
 
 
 def test_audit_all_json_and_library(world: Path, cli: Runner) -> None:

@@ -25,7 +25,8 @@ def test_dagster_mode_stages_and_the_publish_job_publishes_and_reports_the_uploa
     from distributor_dagster import build_definitions
 
     setup = write_setup(tmp_path / "site")
-    defs = build_definitions(setup.config_path, environ=setup.environ)
+    # one run per upload (bundles_per_run 1); batches: tests/dagster/test_upload_sensor_batch.py
+    defs = build_definitions(setup.config_path, environ=setup.environ, bundles_per_run=1)
     lookups: list[str] = []
     with dg.instance_for_test() as instance:
         dagster_lookup = DagsterRunLookup(instance)

@@ -1,8 +1,10 @@
 """Conformance of the shared staging store (issue 29): the same behaviour on S3 (a real moto
 server on 127.0.0.1 with authentication enforced, one request at a time: moto 5.2.5's conditional
 writes are not atomic under concurrent requests, S3's are) and on a local directory through the
-local storage backend. Each "replica" is its own store object with its own connection to the store,
-as separate ``serve`` processes would have."""
+local storage backend. Races on one record's revision run on S3 only: the local backend checks a
+revision and then renames, which is atomic for one process, not for racing ones. Each "replica"
+is its own store object with its own connection to the store, as separate ``serve`` processes
+would have."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core import staging as sg
+from distributor_core.staging.leases import LeaseKeeper, LeaseLost
 from distributor_core.staging.objectstore import ObjectStagingStore, StoreConflict
 from distributor_core.staging.ordering import marker_name
 from distributor_core.staging.pending import PendingCursor
@@ -371,3 +374,93 @@ def test_a_burst_from_three_replicas_admits_each_key_once_and_offers_each_upload
         cursor = tick.cursor
     assert sorted(offered) == sorted(admitted)
     assert {r.idempotency_key for r in sensor.records()} == set(keys)
+
+
+# ---------------------------------------------------------------------------- publication leases
+
+
+def test_racing_replicas_each_take_different_uploads_and_all_get_taken(s3_case: StoreCase) -> None:
+    replicas = [s3_case.replica() for _ in range(3)]
+    admitted = {_admit(replicas[0], n).run_id for n in range(1, 6)}
+    taken: dict[str, list[str]] = {}
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(replicas))
+
+    def publish(index: int) -> None:
+        barrier.wait()
+        while True:
+            claimed = replicas[index].claim_next(f"replica-{index}")
+            if claimed is None:
+                return
+            lease, started = claimed
+            assert started.record.status == sg.RUNNING
+            with lock:
+                taken.setdefault(lease.run_id, []).append(lease.owner)
+            replicas[index].transition(lease.run_id, status=sg.SUCCEEDED, finished_at=AT)
+
+    threads = [threading.Thread(target=publish, args=(i,)) for i in range(len(replicas))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(taken) == admitted and all(len(owners) == 1 for owners in taken.values())
+    assert all(r.status == sg.SUCCEEDED for r in replicas[0].records())
+    assert replicas[1].unfinished() == []
+
+
+def test_a_dead_replicas_publication_is_taken_over_once_its_lease_expires(case: StoreCase) -> None:
+    clock = {"now": datetime.now(UTC).replace(microsecond=0)}
+    dead = case.replica(now=lambda: clock["now"])
+    alive = case.replica(now=lambda: clock["now"])
+    record = _admit(dead, 1)
+    lease, _ = dead.claim_next("dead", timedelta(seconds=60))  # type: ignore[misc]
+    assert alive.claim_next("alive", timedelta(seconds=60)) is None  # the lease is live
+    clock["now"] += timedelta(seconds=30)
+    lease = dead.renew(lease, timedelta(seconds=60))  # renewed: lives until +90 s
+    clock["now"] += timedelta(seconds=45)
+    assert alive.claim_next("alive") is None
+    clock["now"] += timedelta(seconds=46)  # the dead replica stopped renewing: expired
+    taken = alive.claim_next("alive", timedelta(seconds=60))
+    assert taken is not None and taken[0].run_id == record.run_id
+    assert taken[1].record.status == sg.RUNNING
+    with pytest.raises(LeaseLost, match=r"lease of upload \S+ was lost"):
+        dead.renew(lease)
+    alive.transition(record.run_id, status=sg.SUCCEEDED, finished_at=AT)
+    assert alive.claim_next("alive") is None and dead.claim_next("dead") is None
+
+
+def test_a_released_lease_is_free_and_dagster_runs_and_finished_uploads_are_left_alone(case: StoreCase) -> None:
+    one, two = case.replica(), case.replica()
+    first, second, third = (_admit(one, n) for n in (1, 2, 3))
+    one.transition(first.run_id, status=sg.RUNNING, dagster_run_id="dagster-1")
+    one.transition(second.run_id, status=sg.FAILED, finished_at=AT, error="boom")
+    lease, started = one.claim_next("one")  # type: ignore[misc]
+    assert lease.run_id == third.run_id and started.record.status == sg.RUNNING
+    assert two.claim_next("two") is None
+    one.release(lease)
+    again = two.claim_next("two")
+    assert again is not None and again[0].run_id == third.run_id
+
+
+def test_a_lease_keeper_keeps_the_upload_and_says_when_it_was_lost(case: StoreCase) -> None:
+    clock = {"now": datetime.now(UTC).replace(microsecond=0)}
+    holder = case.replica(now=lambda: clock["now"])
+    other = case.replica(now=lambda: clock["now"])
+    _admit(holder, 1)
+    lease, _ = holder.claim_next("holder", timedelta(seconds=0.3))  # type: ignore[misc]
+    with LeaseKeeper(holder, lease, timedelta(seconds=0.3)) as keeper:
+        for _ in range(50):  # renewals move the lease's end forward with the clock
+            clock["now"] += timedelta(seconds=0.05)
+            if keeper.lease.until > lease.until:
+                break
+            threading.Event().wait(0.1)
+        assert keeper.lease.until > lease.until and not keeper.lost
+        assert other.claim_next("other") is None
+    clock["now"] += timedelta(seconds=5)  # no keeper any more: the lease expires
+    assert other.claim_next("other", timedelta(seconds=60)) is not None
+    with LeaseKeeper(holder, keeper.lease, timedelta(seconds=0.3)) as late:
+        for _ in range(50):
+            if late.lost:
+                break
+            threading.Event().wait(0.1)
+    assert late.lost

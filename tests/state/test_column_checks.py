@@ -151,13 +151,14 @@ def _outcome(fn, *args):
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_VARIANTS), min_size=0, max_size=3))
-def test_fast_parse_matches_the_generic_path(outputs: list[str]) -> None:
-    from distributor_core.state import codec, parse_state_document
+def test_a_document_reads_the_same_from_text_and_bytes_and_round_trips(outputs: list[str]) -> None:
+    from distributor_core.state import marshal_state, parse_state_document
 
     text = _state_text(outputs)
-    generic = _outcome(lambda: codec._single_owner_from_obj(codec._decode(text), None, plain_strings=False))
-    assert _outcome(parse_state_document, text) == generic
-    assert _outcome(parse_state_document, text.encode("utf-8")) == generic
+    outcome = _outcome(parse_state_document, text)
+    assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == outcome
+    if outcome[0] == "ok":
+        assert parse_state_document(marshal_state(outcome[1])) == outcome[1]
 
 
 _TOP_VARIANTS = [
@@ -175,30 +176,27 @@ _TOP_VARIANTS = [
 ]
 
 
-def test_typed_decoding_gives_the_exact_decoders_result(monkeypatch) -> None:
-    """The msgspec path (state/typed.py, taken by large documents) agrees with the exact
-    decoder on every variant: same state, or the same error."""
+def test_every_variant_reads_the_same_with_or_without_the_expected_manifest() -> None:
+    """The one decoder reads plain documents and words every refusal: the same state or the same
+    error from text and from bytes, and whether or not the caller hands the manifest it expects
+    the state to record (that only spares building an equal one)."""
     from itertools import product
 
-    from distributor_core.state import codec, parse_state_document
+    from distributor_core.state import parse_state_document
 
     texts = [_state_text(list(outputs)) for n in range(3) for outputs in product(_VARIANTS, repeat=n)]
     texts += [change(_state_text([_VARIANTS[0]])) for change in _TOP_VARIANTS]
-    typed_ok = 0
+    recorded = parse_state_document(_state_text([_VARIANTS[0]])).manifest
+    expected = validate_manifest(Manifest(*(getattr(recorded, f) for f in recorded.__struct_fields__)))
+    read = 0
     for text in texts:
-        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
-        exact = _outcome(parse_state_document, text)
-        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
-        assert _outcome(parse_state_document, text) == exact, text
-        assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == exact, text
-        typed_ok += codec._single_owner_typed(text, None) is not None
-    assert typed_ok >= 5  # the typed path did read the plain ones (most variants are invalid)
-    # a recorded manifest equal to one the caller validated is that object on this path too
-    text = _state_text([_VARIANTS[0]])
-    recorded = codec._single_owner_typed(text, None).manifest
-    same = Manifest(recorded.schema_version, recorded.id, recorded.digest, recorded.created, recorded.files)
-    same = validate_manifest(same)
-    assert codec._single_owner_typed(text, same).manifest is same
+        outcome = _outcome(parse_state_document, text)
+        assert _outcome(parse_state_document, text.encode("utf-8", "surrogatepass")) == outcome, text
+        assert _outcome(lambda: parse_state_document(text, source_manifest=expected)) == outcome, text  # noqa: B023
+        read += outcome[0] == "ok"
+    assert read >= 5  # the plain ones were read (most variants are invalid)
+    state = parse_state_document(_state_text([_VARIANTS[0]]), source_manifest=expected)
+    assert state.manifest is expected  # recorded exactly: that very manifest
 
 
 def test_a_valid_manifest_is_reused_only_when_recorded_exactly() -> None:
@@ -264,13 +262,13 @@ _MANIFEST_VARIANTS = [
 ]
 
 
-def test_typed_manifest_with_the_files_of_a_valid_one_is_the_exact_result(monkeypatch) -> None:
+def test_a_recorded_manifest_with_the_files_of_the_expected_one_reads_the_same() -> None:
     """A recorded manifest that lists exactly the files of a manifest the caller validated (a
     newer build of the same content: replace_older) is built around those files, and every
-    other field still has to pass: same state or same error as the exact decoder."""
+    other field still has to pass: the same state or error as without the expected manifest."""
     from datetime import timedelta
 
-    from distributor_core.state import codec, parse_state_document
+    from distributor_core.state import parse_state_document
 
     base = _state_text([_VARIANTS[0]])
     recorded = parse_state_document(base).manifest
@@ -279,9 +277,7 @@ def test_typed_manifest_with_the_files_of_a_valid_one_is_the_exact_result(monkey
     for change in _MANIFEST_VARIANTS:
         text = change(base)
         text = text.replace(recorded.digest, bundle_digest(_files_of(text))) if "b.md" in text else text
-        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 1 << 62)
-        exact = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
-        monkeypatch.setattr(codec, "TYPED_DECODE_MIN", 0)
+        exact = _outcome(lambda: parse_state_document(text))  # noqa: B023
         typed_result = _outcome(lambda: parse_state_document(text, source_manifest=later))  # noqa: B023
         assert typed_result == exact, text
         ok = typed_result[0] == "ok"

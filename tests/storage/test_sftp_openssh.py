@@ -406,7 +406,7 @@ def test_publishes_with_a_user_certificate_signed_by_a_trusted_ca(
 # ---------------------------------------------------------------------------- ssh never outlives its run
 
 
-def test_an_ssh_child_ends_with_a_killed_process(sshd_server: SSHDServer, sftp_root: Path) -> None:
+def test_an_ssh_child_ends_with_a_killed_process(sshd_server: SSHDServer, sftp_root: Path, tmp_path: Path) -> None:
     script = textwrap.dedent(f"""\
         import sys, time
         from tests.peers.sshd import SSHDServer
@@ -418,8 +418,10 @@ def test_an_ssh_child_ends_with_a_killed_process(sshd_server: SSHDServer, sftp_r
         print(*[p.pid for p in storage.connection.sessions()], flush=True)
         time.sleep(600)
         """)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(scratch)})
     try:
         assert child.stdout is not None
         pids = [int(pid) for pid in child.stdout.readline().split()]
@@ -427,7 +429,27 @@ def test_an_ssh_child_ends_with_a_killed_process(sshd_server: SSHDServer, sftp_r
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert all(wait_gone(pid) for pid in pids), "an ssh child outlived the process that started it"
+        assert list(scratch.iterdir()) == []  # the generated ssh config went once the session was up
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_file_paths_with_spaces_and_percent_signs(sshd_server: SSHDServer, sftp_root: Path, tmp_path: Path) -> None:
+    odd = tmp_path / "ops 100% ready"
+    odd.mkdir()
+    config = odd / "ssh config"
+    config.write_text("Host *\n    ServerAliveCountMax 2\n")
+    known_hosts = odd / "known hosts"
+    known_hosts.write_text(sshd_server.known_hosts_line())
+    key = odd / "client key"
+    key.write_bytes(sshd_server.client_key_path.read_bytes())
+    key.chmod(0o600)
+    storage = make_sftp_storage(sshd_server, sftp_root, transport="openssh", ssh_config_file=str(config),
+                                known_hosts_file=str(known_hosts), private_key_file=str(key))
+    try:
+        storage.write_bytes("odd.txt", b"odd", overwrite=False)
+    finally:
+        storage.close()
+    assert (sftp_root / "odd.txt").read_bytes() == b"odd"
