@@ -1,8 +1,8 @@
 """P11: audit a 1 GiB destination of 8 x 128 MiB files (issue 18 item 5).
 
 Ours: ``distributor audit`` of the bundle path ``distributor run`` published (every recorded
-output re-read and hashed with sha256 from memory-mapped windows, two files at a time, state
-read, unmanaged walk) through the console script.
+output re-read by ``Storage.sha256`` into a reused 1 MiB buffer and hashed, two files at a
+time, state read, unmanaged walk) through the console script.
 Peer: ``rclone check --download`` of the same 8 files (the source's and the destination's data
 directories, byte-for-byte comparison of both sides), in the same run, alternating.
 
@@ -152,10 +152,9 @@ def main() -> c.Report:
         report.notes.append(quiet)
         report.notes.append(compiled)
         report.notes.append(
-            "ours is the console script (startup, config, state, 8 files hashed from memory maps on two "
-            "threads, unmanaged "
-            "walk); rclone compares the source and destination bytes (2 GiB read, no hashing); the single "
-            "pass is an in-process loop on one thread"
+            "ours is the console script (startup, config, state, 8 files read into 1 MiB buffers and hashed "
+            "on two threads, unmanaged walk); rclone compares the source and destination bytes (2 GiB read, "
+            "no hashing); the single pass is an in-process loop on one thread"
         )
         c.save(report)
         return report

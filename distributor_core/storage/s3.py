@@ -508,7 +508,7 @@ class S3Storage(Storage):
                 raise self.error(op, path, mapped.kind, mapped.cause) from exc
             head = None
         stored = None if head is None else full_object_sha256(head)
-        if stored is None:
+        if head is None or stored is None:
             return super().sha256(path, on_bytes=on_bytes)
         size = int(head.get("ContentLength", 0))
         if on_bytes is not None:
