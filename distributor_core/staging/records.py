@@ -10,10 +10,12 @@ publisher and the Dagster publish runs use :func:`mark_queued`, :func:`mark_runn
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from distributor_core import jsonfmt
 from distributor_core.staging.fsio import atomic_write, remove_tree
@@ -70,25 +72,6 @@ class UploadRecord:
     def pending(self) -> bool:
         return self.status in PENDING_STATUSES
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "seq": self.seq,
-            "pipeline_id": self.pipeline_id,
-            "token_id": self.token_id,
-            "idempotency_key": self.idempotency_key,
-            "manifest": self.manifest,
-            "response": self.response,
-            "status": str(self.status),
-            "accepted_at": format_seconds(self.accepted_at),
-            "started_at": _time_or_none(self.started_at),
-            "finished_at": _time_or_none(self.finished_at),
-            "error": self.error,
-            "dagster_run_id": self.dagster_run_id,
-            "report": self.report,
-        }
-
     def status_view(self) -> dict[str, Any]:
         """The ``GET /runs/<id>`` body: unknown times, an empty error and no report are omitted."""
         view: dict[str, Any] = {
@@ -109,52 +92,122 @@ class UploadRecord:
             view["report"] = self.report
         return view
 
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> UploadRecord:
+
+class RecordWire(msgspec.Struct, kw_only=True):
+    """``upload.json`` as JSON carries it, each field once in file order (what
+    :func:`record_bytes` writes and :func:`parse_record` decodes). Times are RFC 3339 strings;
+    ``error`` and ``dagster_run_id`` take any JSON value, as the record reader always has."""
+
+    schema_version: Any = None
+    run_id: str
+    seq: int
+    pipeline_id: str
+    token_id: str
+    idempotency_key: str | None = None
+    manifest: dict[str, Any]
+    response: dict[str, Any]
+    status: UploadStatus
+    accepted_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: Any = ""
+    dagster_run_id: Any = None
+    report: dict[str, Any] | None = None
+
+
+_DECODER = msgspec.json.Decoder(type=RecordWire)
+_MODEL_FIELDS = tuple(f.name for f in fields(UploadRecord))
+#: the fields whose wire form differs from the model's, and the conversions each way
+_FROM_WIRE: dict[str, Callable[[Any], Any]] = {
+    "accepted_at": parse_rfc3339,
+    "started_at": lambda value: None if value is None else parse_rfc3339(value),
+    "finished_at": lambda value: None if value is None else parse_rfc3339(value),
+    "error": lambda value: str(value or ""),
+    "dagster_run_id": lambda value: str(value) if value else None,
+}
+_TO_WIRE: dict[str, Callable[[Any], Any]] = {
+    "accepted_at": format_seconds,
+    "started_at": lambda value: None if value is None else format_seconds(value),
+    "finished_at": lambda value: None if value is None else format_seconds(value),
+}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def record_to_wire(record: UploadRecord) -> RecordWire:
+    return RecordWire(
+        schema_version=SCHEMA_VERSION,
+        **{name: _TO_WIRE.get(name, _same)(getattr(record, name)) for name in _MODEL_FIELDS},
+    )
+
+
+def record_from_wire(wire: RecordWire) -> UploadRecord:
+    """The model of a decoded record; :class:`RecordError` (unworded: see :func:`parse_record`)
+    or :class:`ValueError` for a value its type admits but the record does not."""
+    if wire.schema_version != SCHEMA_VERSION or not is_run_id(wire.run_id) or wire.seq < 1:
+        raise RecordError("upload record is malformed")
+    return UploadRecord(**{name: _FROM_WIRE.get(name, _same)(getattr(wire, name)) for name in _MODEL_FIELDS})
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def parse_record(data: bytes) -> UploadRecord:
+    """Decode ``upload.json`` with the typed decoder; a document it refuses is read again by the
+    exact walk (:func:`_explain`), which words the error naming the field."""
+    try:
+        return record_from_wire(_DECODER.decode(data))
+    except (msgspec.ValidationError, msgspec.DecodeError, RecordError, ValueError) as exc:
+        first = exc
+    try:
+        obj = jsonfmt.loads_object(data)
+    except jsonfmt.JSONFormatError as exc:
+        raise RecordError(f"upload record is not valid JSON: {exc.detail}") from None
+    _explain(obj)
+    # only a generic reader takes it (an integer beyond 64 bits, a lone surrogate): convert the
+    # normalised document
+    try:
+        return record_from_wire(msgspec.convert(obj, RecordWire))
+    except (msgspec.ValidationError, RecordError, ValueError):
+        raise RecordError(f"upload record is malformed: {first}") from None
+
+
+def _explain(obj: Mapping[str, Any]) -> None:
+    """The exact walk: raise the :class:`RecordError` that names the first wrong field."""
+    try:
+        if obj.get("schema_version") != SCHEMA_VERSION:
+            raise RecordError(f"upload record schema_version must be {SCHEMA_VERSION}")
         try:
-            if obj.get("schema_version") != SCHEMA_VERSION:
-                raise RecordError(f"upload record schema_version must be {SCHEMA_VERSION}")
-            try:
-                status = UploadStatus(obj["status"])
-            except ValueError:
-                raise RecordError(f"upload record status {obj['status']!r} is not known") from None
-            run_id = _str(obj, "run_id")
-            if not is_run_id(run_id):
-                raise RecordError(f"upload record run_id {run_id!r} is not a run id")
-            seq = obj["seq"]
-            if not jsonfmt.is_json_int(seq) or seq < 1:
-                raise RecordError("upload record seq must be a positive integer")
-            key = obj.get("idempotency_key")
-            if key is not None and not isinstance(key, str):
-                raise RecordError("upload record idempotency_key must be a string or null")
-            manifest = obj["manifest"]
-            response = obj["response"]
-            report = obj.get("report")
-            if not isinstance(manifest, dict) or not isinstance(response, dict):
-                raise RecordError("upload record manifest and response must be objects")
-            if report is not None and not isinstance(report, dict):
-                raise RecordError("upload record report must be an object or null")
-            dagster_run_id = obj.get("dagster_run_id")
-            return cls(
-                run_id=run_id,
-                seq=seq,
-                pipeline_id=_str(obj, "pipeline_id"),
-                token_id=_str(obj, "token_id"),
-                idempotency_key=key,
-                manifest=manifest,
-                response=response,
-                status=status,
-                accepted_at=parse_rfc3339(_str(obj, "accepted_at")),
-                started_at=_time(obj.get("started_at")),
-                finished_at=_time(obj.get("finished_at")),
-                error=str(obj.get("error") or ""),
-                dagster_run_id=str(dagster_run_id) if dagster_run_id else None,
-                report=report,
-            )
-        except RecordError:
-            raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordError(f"upload record is malformed: {exc}") from None
+            UploadStatus(obj["status"])
+        except ValueError:
+            raise RecordError(f"upload record status {obj['status']!r} is not known") from None
+        run_id = _str(obj, "run_id")
+        if not is_run_id(run_id):
+            raise RecordError(f"upload record run_id {run_id!r} is not a run id")
+        seq = obj["seq"]
+        if not jsonfmt.is_json_int(seq) or seq < 1:
+            raise RecordError("upload record seq must be a positive integer")
+        key = obj.get("idempotency_key")
+        if key is not None and not isinstance(key, str):
+            raise RecordError("upload record idempotency_key must be a string or null")
+        manifest = obj["manifest"]
+        response = obj["response"]
+        report = obj.get("report")
+        if not isinstance(manifest, dict) or not isinstance(response, dict):
+            raise RecordError("upload record manifest and response must be objects")
+        if report is not None and not isinstance(report, dict):
+            raise RecordError("upload record report must be an object or null")
+        _str(obj, "pipeline_id")
+        _str(obj, "token_id")
+        parse_rfc3339(_str(obj, "accepted_at"))
+        _time(obj.get("started_at"))
+        _time(obj.get("finished_at"))
+    except RecordError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordError(f"upload record is malformed: {exc}") from None
 
 
 def _str(obj: Mapping[str, Any], key: str) -> str:
@@ -164,27 +217,12 @@ def _str(obj: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def _time(value: Any) -> datetime | None:
+def _time(value: Any) -> None:
     if value is None:
-        return None
+        return
     if not isinstance(value, str):
         raise RecordError("upload record times must be RFC 3339 strings")
-    return parse_rfc3339(value)
-
-
-def _time_or_none(value: datetime | None) -> str | None:
-    return None if value is None else format_seconds(value)
-
-
-# --- reading ----------------------------------------------------------------------------------
-
-
-def parse_record(data: bytes) -> UploadRecord:
-    try:
-        obj = jsonfmt.loads_object(data)
-    except jsonfmt.JSONFormatError as exc:
-        raise RecordError(f"upload record is not valid JSON: {exc.detail}") from None
-    return UploadRecord.from_dict(obj)
+    parse_rfc3339(value)
 
 
 def read_record(staging_path: str | os.PathLike[str], run_id: str) -> UploadRecord:
@@ -203,7 +241,7 @@ def read_record(staging_path: str | os.PathLike[str], run_id: str) -> UploadReco
 
 
 def record_bytes(record: UploadRecord) -> bytes:
-    return jsonfmt.dumps_indented_bytes(record.to_dict())
+    return jsonfmt.dumps_indented_bytes(msgspec.to_builtins(record_to_wire(record)))
 
 
 def write_record(staging_path: str | os.PathLike[str], record: UploadRecord, *, durable: bool = True) -> None:
