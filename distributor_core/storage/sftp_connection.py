@@ -204,16 +204,76 @@ def _append_known_host(path: str, line: str) -> None:
         handle.write(line.encode("utf-8"))
 
 
-class SSHConnection:
-    """The lazily opened SSH connection of one storage object and its pool of SFTP channels."""
+class ChannelPool:
+    """At most ``endpoint.max_channels`` SFTP channels of one storage object: idle ones reused,
+    a new one opened (by the subclass's :meth:`_open_channel`, outside the lock) when none is
+    idle, a caller waiting up to ``io_timeout`` for a free one. Channels carry the generation
+    they were opened in: when the subclass drops what they ran over (a reconnect, a close), it
+    bumps the generation, and older channels are closed when released and stop counting."""
 
     def __init__(self, endpoint: SSHEndpoint) -> None:
         self.endpoint = endpoint
         self._cond = threading.Condition(threading.Lock())
-        self._client: paramiko.SSHClient | None = None
         self._generation = 0
         self._idle: list[Channel] = []
         self._open_channels = 0
+
+    def _prepare_locked(self) -> Any:
+        """Called under the lock before each look at the pool; what :meth:`_open_channel` needs
+        (the paramiko connection opens its SSH connection here)."""
+        return None
+
+    def _open_channel(self, prepared: Any, generation: int) -> Channel:
+        raise NotImplementedError
+
+    def lease(self) -> Channel:
+        """An SFTP channel for one operation (give it back with :meth:`release`)."""
+        endpoint = self.endpoint
+        deadline = time.monotonic() + max(endpoint.io_timeout, 1.0)
+        with self._cond:
+            while True:
+                prepared = self._prepare_locked()
+                while self._idle:
+                    channel = self._idle.pop()
+                    if channel.generation == self._generation and channel.alive:
+                        return channel
+                    self._open_channels -= 1
+                    wire.close_quietly(channel.sftp)
+                if self._open_channels < endpoint.max_channels:
+                    self._open_channels += 1
+                    generation = self._generation
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SFTPUnavailable(f"all {endpoint.max_channels} SFTP channels are busy")
+                self._cond.wait(remaining)
+        try:
+            return self._open_channel(prepared, generation)
+        except BaseException:
+            with self._cond:
+                if generation == self._generation:  # a reconnect meanwhile reset the count
+                    self._open_channels -= 1
+                self._cond.notify_all()
+            raise
+
+    def release(self, channel: Channel, healthy: bool) -> None:
+        with self._cond:
+            if healthy and channel.generation == self._generation and channel.alive:
+                self._idle.append(channel)
+                self._cond.notify_all()
+                return
+            if channel.generation == self._generation:
+                self._open_channels -= 1
+            self._cond.notify_all()
+        wire.close_quietly(channel.sftp)
+
+
+class SSHConnection(ChannelPool):
+    """The lazily opened SSH connection of one storage object and its pool of SFTP channels."""
+
+    def __init__(self, endpoint: SSHEndpoint) -> None:
+        super().__init__(endpoint)
+        self._client: paramiko.SSHClient | None = None
         self._connect_count = 0
 
     @property
@@ -334,46 +394,22 @@ class SSHConnection:
 
     # ------------------------------------------------------------------ channel pool
 
-    def lease(self) -> Channel:
-        """An SFTP channel for one operation (give it back with :meth:`release`); connects
-        first when needed. Waits up to ``io_timeout`` for a free channel."""
-        endpoint = self.endpoint
-        deadline = time.monotonic() + max(endpoint.io_timeout, 1.0)
-        with self._cond:
-            while True:
-                try:
-                    client = self._ensure_connected_locked()
-                except _ConnectError as exc:
-                    raise SFTPUnavailable(str(exc)) from None
-                while self._idle:
-                    channel = self._idle.pop()
-                    if channel.generation == self._generation and channel.alive:
-                        return channel
-                    self._open_channels -= 1
-                    wire.close_quietly(channel.sftp)
-                if self._open_channels < endpoint.max_channels:
-                    self._open_channels += 1
-                    generation = self._generation
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SFTPUnavailable(f"all {endpoint.max_channels} SFTP channels are busy")
-                self._cond.wait(remaining)
+    def _prepare_locked(self) -> paramiko.SSHClient:
+        """Connect first when needed."""
         try:
-            channel = self._open_channel(client, generation)
-        except BaseException as exc:
-            with self._cond:
-                if generation == self._generation:  # a reconnect meanwhile reset the count
-                    self._open_channels -= 1
-                self._cond.notify_all()
-            if isinstance(exc, SFTPUnavailable):
-                raise
-            if isinstance(exc, (*wire.CONNECTION_ERRORS, OSError, SFTPError)):
-                raise SFTPUnavailable(f"cannot open an SFTP session: {exc}") from None
-            raise
-        return channel
+            return self._ensure_connected_locked()
+        except _ConnectError as exc:
+            raise SFTPUnavailable(str(exc)) from None
 
-    def _open_channel(self, client: paramiko.SSHClient, generation: int) -> Channel:
+    def _open_channel(self, prepared: paramiko.SSHClient, generation: int) -> Channel:
+        try:
+            return self._open_sftp(prepared, generation)
+        except SFTPUnavailable:
+            raise
+        except (*wire.CONNECTION_ERRORS, OSError, SFTPError) as exc:
+            raise SFTPUnavailable(f"cannot open an SFTP session: {exc}") from None
+
+    def _open_sftp(self, client: paramiko.SSHClient, generation: int) -> Channel:
         problems = wire.check_paramiko()
         if problems:
             raise SFTPUnavailable("; ".join(problems))
@@ -393,16 +429,6 @@ class SSHConnection:
             wire.close_quietly(sftp)
             raise
         return Channel(sftp, generation, read_size, write_size, self)
-
-    def release(self, channel: Channel, healthy: bool) -> None:
-        with self._cond:
-            if healthy and channel.generation == self._generation and channel.alive:
-                self._idle.append(channel)
-            else:
-                if channel.generation == self._generation:
-                    self._open_channels -= 1
-                wire.close_quietly(channel.sftp)
-            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

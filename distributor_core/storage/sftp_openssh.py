@@ -43,7 +43,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from typing import IO, NoReturn
 
 from paramiko.sftp import SFTPError
@@ -51,7 +50,7 @@ from paramiko.sftp_client import SFTPClient
 from paramiko.ssh_exception import SSHException
 
 from distributor_core.storage import sftp_wire as wire
-from distributor_core.storage.sftp_connection import Channel, SFTPUnavailable, SSHEndpoint, status_text
+from distributor_core.storage.sftp_connection import Channel, ChannelPool, SFTPUnavailable, SSHEndpoint, status_text
 
 SSH_PROGRAM = "ssh"
 #: moved to the head of OpenSSH's cipher list: with AES-NI the ssh client spent 1.2-1.6 s of CPU
@@ -349,7 +348,7 @@ def failure_message(endpoint: SSHEndpoint, text: str, exit_code: int | None) -> 
     return f"cannot connect to {address}: {last}"
 
 
-class OpenSSHConnection:
+class OpenSSHConnection(ChannelPool):
     """The SFTP channels of one storage object, each an ``ssh`` child of its own: opened when no
     idle one is left (at most ``max_channels``), reused until :meth:`close`. Same interface as
     :class:`~distributor_core.storage.sftp_connection.SSHConnection`."""
@@ -357,11 +356,7 @@ class OpenSSHConnection:
     def __init__(self, endpoint: SSHEndpoint) -> None:
         if endpoint.transport != "openssh":
             raise ValueError("OpenSSHConnection needs an endpoint with transport: openssh")
-        self.endpoint = endpoint
-        self._cond = threading.Condition(threading.Lock())
-        self._idle: list[Channel] = []
-        self._open_channels = 0
-        self._generation = 0
+        super().__init__(endpoint)
         self._connect_count = 0
 
     @property
@@ -383,36 +378,6 @@ class OpenSSHConnection:
         """The ``ssh`` children of the idle channels (tests end one to simulate a failure)."""
         with self._cond:
             return [channel.sftp.get_channel().process for channel in self._idle]  # type: ignore[union-attr]
-
-    def lease(self) -> Channel:
-        """An SFTP channel for one operation (give it back with :meth:`release`); starts an
-        ``ssh`` child when no idle channel is left. Waits up to ``io_timeout`` for a free one."""
-        endpoint = self.endpoint
-        deadline = time.monotonic() + max(endpoint.io_timeout, 1.0)
-        with self._cond:
-            while True:
-                while self._idle:
-                    channel = self._idle.pop()
-                    if channel.alive:
-                        return channel
-                    self._open_channels -= 1
-                    wire.close_quietly(channel.sftp)
-                if self._open_channels < endpoint.max_channels:
-                    self._open_channels += 1
-                    generation = self._generation
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SFTPUnavailable(f"all {endpoint.max_channels} SFTP channels are busy")
-                self._cond.wait(remaining)
-        try:
-            return self._open_channel(generation)
-        except BaseException:
-            with self._cond:
-                if generation == self._generation:
-                    self._open_channels -= 1
-                self._cond.notify_all()
-            raise
 
     def _session_files(self, workdir: str) -> tuple[str, list[str]]:
         """(config file for ``ssh -F``, known_hosts files), written into ``workdir``."""
@@ -460,7 +425,8 @@ class OpenSSHConnection:
                 raise SFTPUnavailable(f"cannot read {label} {path}: {status_text(exc)}") from None
         return program
 
-    def _open_channel(self, generation: int) -> Channel:
+    def _open_channel(self, prepared: object, generation: int) -> Channel:
+        """Start an ``ssh`` child for a new channel (nothing is prepared: each channel is its own session)."""
         program = self._check_files()
         # the generated config lives only until the SFTP session is up: every hop has read it by
         # then (a killed run leaves nothing behind but an interrupted handshake's directory)
@@ -519,17 +485,6 @@ class OpenSSHConnection:
         with self._cond:
             self._connect_count += 1
         return Channel(sftp, generation, read_size, write_size, self)
-
-    def release(self, channel: Channel, healthy: bool) -> None:
-        with self._cond:
-            if healthy and channel.generation == self._generation and channel.alive:
-                self._idle.append(channel)
-                self._cond.notify_all()
-                return
-            if channel.generation == self._generation:
-                self._open_channels -= 1
-            self._cond.notify_all()
-        wire.close_quietly(channel.sftp)
 
     def close(self) -> None:
         """Stop every idle ``ssh`` child (channels still leased are stopped when released)."""
