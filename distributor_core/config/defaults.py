@@ -11,6 +11,7 @@ Values are not checked here: ``validate.py`` reports what is wrong with the fill
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,34 @@ def apply_defaults(tree: Tree, base_dir: Path) -> Tree:
     }
 
 
+#: this host's scratch directory (under the system temp directory) when staging is in S3
+SCRATCH_DIR_NAME = "distributor-staging"
+
+
+def staging_store_location(value: Any) -> tuple[str, str] | None:
+    """``(bucket, prefix)`` of an ``s3://bucket/prefix`` staging root, ``None`` for anything else
+    (a local path; other URL schemes are refused before defaults are applied)."""
+    if not isinstance(value, str) or not value.startswith("s3://"):
+        return None
+    bucket, _, prefix = value.removeprefix("s3://").partition("/")
+    return bucket, prefix.strip("/")
+
+
 def _server_http(raw: Tree, base_dir: Path) -> Tree:
     staging_root = raw.get("staging_root", "")
+    store = staging_store_location(staging_root)
+    if store is not None:  # shared staging in S3; the local root is this host's scratch space
+        staging_store: Tree | None = _backend(
+            {**raw.get("staging_s3", {}), "backend": "s3", "bucket": store[0], "prefix": store[1]}, base_dir
+        )
+        local_root = Path(tempfile.gettempdir()) / SCRATCH_DIR_NAME
+    else:
+        staging_store = None
+        local_root = resolve_path(base_dir, staging_root or DEFAULT_STAGING_DIR)
     return {
         "bind": raw.get("bind") or DEFAULT_BIND,
-        "staging_root": resolve_path(base_dir, staging_root or DEFAULT_STAGING_DIR),
+        "staging_root": local_root,
+        "staging_store": staging_store,
         "max_upload_size": raw.get("max_upload_size", parse_byte_size(DEFAULT_MAX_UPLOAD_SIZE)),
         "queue_size": raw.get("queue_size", DEFAULT_QUEUE_SIZE),
         "max_concurrency": raw.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
@@ -187,9 +211,14 @@ def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id
             staging_path: Path | None = resolve_path(base_dir, staging)
         else:
             staging_path = http["staging_root"] / pipeline_id if pipeline_id else http["staging_root"]
+        root_store = http.get("staging_store")
+        store = None
+        if root_store is not None:  # each pipeline under <prefix>/<pipeline id> of the shared store
+            store = {**root_store, "prefix": "/".join(p for p in (root_store["prefix"], pipeline_id) if p)}
         return {
             "backend": name,
             "staging_path": staging_path,
+            "staging_store": store,
             "max_upload_size": raw.get("max_upload_size", http["max_upload_size"]),
         }
     # No (valid) backend: keep what was written; validation reports the backend.

@@ -140,6 +140,34 @@ SERVER_HTTP_LIMIT_FIELDS = _table(
     ),
 )
 
+S3_CREDENTIAL_FIELDS = _table(
+    access_key_id_env=Field(Kind.STRING, "environment variable or secret-file name holding the access key id"),
+    secret_access_key_env=Field(
+        Kind.STRING, "environment variable or secret-file name holding the secret access key"
+    ),
+)
+
+#: how an S3 bucket is reached: the keys of an ``s3`` backend besides ``bucket`` and ``prefix``,
+#: shared with ``server.http.staging_s3`` (an ``s3://`` staging root, issue 29)
+S3_CONNECTION_FIELDS = _table(
+    region=Field(Kind.STRING, "region", default=DEFAULT_S3_REGION),
+    endpoint=Field(Kind.STRING, "endpoint URL of an S3-compatible service"),
+    force_path_style=Field(Kind.BOOLEAN, "use path-style bucket addressing", default=False),
+    conditional_writes=Field(
+        Kind.STRING,
+        "trusted: the store enforces If-None-Match/If-Match on writes, no HeadObject first; "
+        "precheck: HeadObject before every conditional write; default trusted without endpoint, "
+        "precheck with one",
+        choices=S3_CONDITIONAL_WRITES,
+    ),
+    credentials=Field(
+        Kind.MAPPING,
+        "names of the secrets holding the credentials; omitted: the default credential chain",
+        fields=S3_CREDENTIAL_FIELDS,
+        required=("access_key_id_env", "secret_access_key_env"),
+    ),
+)
+
 SERVER_HTTP_FIELDS = _table(
     bind=Field(Kind.STRING, "host:port the upload server listens on", default=DEFAULT_BIND),
     staging_root=Field(
@@ -202,14 +230,14 @@ SERVER_HTTP_FIELDS = _table(
     limits=Field(
         Kind.MAPPING, "limits of an upload archive, checked while it streams", fields=SERVER_HTTP_LIMIT_FIELDS
     ),
-)
-
-S3_CREDENTIAL_FIELDS = _table(
-    access_key_id_env=Field(Kind.STRING, "environment variable or secret-file name holding the access key id"),
-    secret_access_key_env=Field(
-        Kind.STRING, "environment variable or secret-file name holding the secret access key"
+    staging_s3=Field(
+        Kind.MAPPING,
+        "how to reach an s3:// staging_root (region, endpoint, force_path_style, conditional_writes, "
+        "credentials: the keys of an s3 destination)",
+        fields=S3_CONNECTION_FIELDS,
     ),
 )
+
 
 BACKEND_FIELDS: Mapping[str, Mapping[str, Field]] = MappingProxyType(
     {
@@ -248,22 +276,7 @@ BACKEND_FIELDS: Mapping[str, Mapping[str, Field]] = MappingProxyType(
         "s3": _table(
             bucket=Field(Kind.STRING, "bucket name"),
             prefix=Field(Kind.STRING, "key prefix used as the root (no leading or trailing /)", default=""),
-            region=Field(Kind.STRING, "region", default=DEFAULT_S3_REGION),
-            endpoint=Field(Kind.STRING, "endpoint URL of an S3-compatible service"),
-            force_path_style=Field(Kind.BOOLEAN, "use path-style bucket addressing", default=False),
-            conditional_writes=Field(
-                Kind.STRING,
-                "trusted: the store enforces If-None-Match/If-Match on writes, no HeadObject first; "
-                "precheck: HeadObject before every conditional write; default trusted without endpoint, "
-                "precheck with one",
-                choices=S3_CONDITIONAL_WRITES,
-            ),
-            credentials=Field(
-                Kind.MAPPING,
-                "names of the secrets holding the credentials; omitted: the default credential chain",
-                fields=S3_CREDENTIAL_FIELDS,
-                required=("access_key_id_env", "secret_access_key_env"),
-            ),
+            **S3_CONNECTION_FIELDS,
         ),
         "http_upload": _table(
             staging_path=Field(

@@ -79,6 +79,9 @@ class ServerHTTP(_Model, kw_only=True):
     max_failed_bytes: int = 4 * 1024**3
     max_failed_bytes_per_token: int = 1024**3
     limits: UploadLimits = UploadLimits()
+    #: an ``s3://`` staging root (issue 29): the shared store every ``serve`` replica uses;
+    #: ``staging_root`` is then this host's scratch directory for receiving uploads
+    staging_store: S3Backend | None = None
 
     def queue_share(self, token_count: int) -> int:
         """Queue slots one token may hold: ``max_queue_per_token``, or by default half of
@@ -213,6 +216,14 @@ class HTTPUploadSource(_Model, kw_only=True, tag_field="backend", tag="http_uplo
     backend: ClassVar[Literal["http_upload"]] = "http_upload"
     staging_path: Path
     max_upload_size: int
+    #: the pipeline's part of a shared S3 staging store (``<prefix>/<pipeline id>``); then
+    #: ``staging_path`` is only this host's scratch directory for uploads being received
+    staging_store: S3Backend | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Whether uploads are staged in a store several ``serve`` replicas share."""
+        return self.staging_store is not None
 
 
 #: the backend unions, told apart by their ``backend`` tag

@@ -57,23 +57,43 @@ _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 def staging_location_messages(tree: Tree) -> list[str]:
     """Staging locations given as URLs, checked on the decoded tree (before relative paths are
-    resolved, which would turn ``s3://bucket/x`` into a local directory named ``s3:/bucket/x``).
-    Staging is a local directory: no URL scheme is supported there."""
-    found: list[tuple[str, str]] = []
+    resolved, which would turn ``gs://bucket/x`` into a local directory named ``gs:/bucket/x``).
+    ``server.http.staging_root`` is a local directory or ``s3://bucket/prefix`` (shared staging,
+    issue 29); a pipeline's ``staging_path`` is a local directory, and only without an ``s3://``
+    root (each pipeline then stages under ``<prefix>/<pipeline id>``)."""
+    messages: list[str] = []
     http = tree.get("server", {}).get("http", {})
-    if isinstance(http, dict):
-        found.append(("server.http.staging_root", http.get("staging_root", "")))
+    root = http.get("staging_root", "") if isinstance(http, dict) else ""
+    shared = False
+    match = _URL_SCHEME.match(root) if isinstance(root, str) else None
+    if match and match[1] != "s3":
+        messages.append(
+            f"server.http.staging_root: {match[1]}:// URLs are not supported for staging; use a local "
+            "directory path (one server) or s3://bucket/prefix (any number of serve replicas)"
+        )
+    elif match:
+        shared = True
+        bucket, _, _prefix = root.removeprefix("s3://").partition("/")
+        if not bucket:
+            messages.append("server.http.staging_root must name a bucket: s3://bucket/prefix")
+    if isinstance(http, dict) and "staging_s3" in http and not shared:
+        messages.append("server.http.staging_s3 is only used with an s3:// staging_root")
     for index, pipeline in enumerate(tree.get("pipelines", [])):
         source = pipeline.get("source", {}) if isinstance(pipeline, dict) else {}
-        if isinstance(source, dict) and source.get("backend") == "http_upload":
-            found.append((f"{pipeline_context(index)}.source.staging_path", source.get("staging_path", "")))
-    messages: list[str] = []
-    for field, value in found:
+        if not (isinstance(source, dict) and source.get("backend") == "http_upload"):
+            continue
+        field = f"{pipeline_context(index)}.source.staging_path"
+        value = source.get("staging_path", "")
         match = _URL_SCHEME.match(value) if isinstance(value, str) else None
         if match:
             messages.append(
-                f"{field} must be a local directory path: {match[1]}:// URLs are not supported for staging "
-                "(staging in an object store is not available yet)"
+                f"{field} must be a local directory path: {match[1]}:// URLs are not supported there "
+                "(to stage in S3, set server.http.staging_root to s3://bucket/prefix)"
+            )
+        elif shared and value:
+            messages.append(
+                f"{field} cannot be set with an s3:// server.http.staging_root: every pipeline stages under "
+                "<staging_root>/<pipeline id> in the shared store; remove it"
             )
     return messages
 
@@ -145,6 +165,8 @@ def _server_http(http: Tree, errs: list[str]) -> None:
         errs.append("server.http.bind must be a host:port address such as 127.0.0.1:8080")
     if str(http["staging_root"]) == "":
         errs.append("server.http.staging_root is required")
+    if http.get("staging_store") is not None:
+        _s3(http["staging_store"], "server.http.staging_s3", errs)
     for name in ("max_upload_size", "queue_size", "max_concurrency"):
         if http[name] <= 0:
             errs.append(f"server.http.{name} must be greater than zero")

@@ -289,11 +289,7 @@ def mark_running(
     clock: Clock | None = None,
 ) -> UploadRecord:
     """Record that the publication of ``run_id`` started (inline worker or Dagster run)."""
-    changes: dict[str, Any] = {"status": RUNNING, "started_at": now_seconds(clock), "finished_at": None,
-                               "error": "", "report": None}
-    if dagster_run_id is not None:
-        changes["dagster_run_id"] = dagster_run_id
-    return transition(staging_path, run_id, **changes)
+    return transition(staging_path, run_id, **running_changes(dagster_run_id=dagster_run_id, clock=clock))
 
 
 def report_failed(report: Any) -> tuple[bool, str]:
@@ -308,6 +304,47 @@ def report_failed(report: Any) -> tuple[bool, str]:
     return failed, "run failed" if failed else ""
 
 
+def finished_changes(
+    current: UploadRecord,
+    *,
+    report: Any = None,
+    error: str = "",
+    dagster_run_id: str | None = None,
+    clock: Clock | None = None,
+    redact: Iterable[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """The record fields that end a publication, wherever the record is kept: the run succeeded
+    iff ``error`` is empty and ``report`` (a ``RunReport`` or its dict) is ok; a failed report
+    without ``error`` takes the report's error message. ``redact`` lists ``(host path,
+    placeholder)`` pairs scrubbed from the error and report (records never carry host paths,
+    resolutions D2)."""
+    failed, message = report_failed(report)
+    error = error or message
+    status = FAILED if (error or failed) else SUCCEEDED
+    report_obj = report.to_dict() if hasattr(report, "to_dict") else report
+    pairs = list(redact)
+    changes: dict[str, Any] = {
+        "status": status,
+        "finished_at": now_seconds(clock),
+        "error": scrub(error, pairs),
+        "report": scrub(report_obj, pairs) if report_obj is not None else None,
+    }
+    if dagster_run_id is not None:
+        changes["dagster_run_id"] = dagster_run_id
+    if current.started_at is None:
+        changes["started_at"] = changes["finished_at"]
+    return changes
+
+
+def running_changes(*, dagster_run_id: str | None = None, clock: Clock | None = None) -> dict[str, Any]:
+    """The record fields that start a publication (inline worker or Dagster run)."""
+    changes: dict[str, Any] = {"status": RUNNING, "started_at": now_seconds(clock), "finished_at": None,
+                               "error": "", "report": None}
+    if dagster_run_id is not None:
+        changes["dagster_run_id"] = dagster_run_id
+    return changes
+
+
 def mark_finished(
     staging_path: str | os.PathLike[str],
     run_id: str,
@@ -318,30 +355,12 @@ def mark_finished(
     clock: Clock | None = None,
     redact: Iterable[tuple[str, str]] = (),
 ) -> UploadRecord:
-    """Record the end of a publication and, when it succeeded, remove the staged bundle.
-
-    The run succeeded iff ``error`` is empty and ``report`` (a ``RunReport`` or its dict) is ok;
-    a failed report without ``error`` takes the report's error message. ``redact`` lists
-    ``(host path, placeholder)`` pairs scrubbed from the error and report, in addition to the
-    staging path itself (records never carry host paths, resolutions D2).
-    """
-    failed, message = report_failed(report)
-    error = error or message
-    status = FAILED if (error or failed) else SUCCEEDED
-    report_obj = report.to_dict() if hasattr(report, "to_dict") else report
-    pairs = [*redact, *staging_redactions(staging_path, run_id)]
-    changes: dict[str, Any] = {
-        "status": status,
-        "finished_at": now_seconds(clock),
-        "error": scrub(error, pairs),
-        "report": scrub(report_obj, pairs) if report_obj is not None else None,
-    }
-    if dagster_run_id is not None:
-        changes["dagster_run_id"] = dagster_run_id
+    """Record the end of a publication (:func:`finished_changes`; the staging path itself is
+    scrubbed too) and, when it succeeded, remove the staged bundle."""
     current = read_record(staging_path, run_id)
-    if current.started_at is None:
-        changes["started_at"] = changes["finished_at"]
+    changes = finished_changes(current, report=report, error=error, dagster_run_id=dagster_run_id, clock=clock,
+                               redact=[*redact, *staging_redactions(staging_path, run_id)])
     record = _apply(staging_path, current, changes)
-    if status == SUCCEEDED:
+    if record.status == SUCCEEDED:
         remove_tree(bundle_dir(staging_path, run_id))
     return record

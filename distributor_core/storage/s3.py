@@ -405,6 +405,16 @@ class S3Storage(Storage):
             conditional_writes=getattr(cfg, "conditional_writes", None),
         )
 
+    def below(self, relative: str) -> S3Storage:
+        """The same bucket rooted at ``<prefix>/<relative>``, sharing this storage's client (which
+        stays this storage's to close), e.g. one staged upload's bundle as a source."""
+        prefix = "/".join(part for part in (self.prefix, relative.strip("/")) if part)
+        return S3Storage(
+            self.bucket, prefix=prefix, region=self.region, endpoint_url=self.endpoint_url, client=self.client,
+            dry_run=self.dry_run, part_size=self.part_size, max_concurrency=self.max_concurrency,
+            max_parallel_writes=self.max_parallel_writes, conditional_writes=self.conditional_writes,
+        )
+
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
