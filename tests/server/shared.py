@@ -1,0 +1,205 @@
+"""Upload servers on shared S3 staging (issue 29): configs whose ``server.http.staging_root`` is
+``s3://<bucket>/<prefix>`` on the moto test peer, ``distributor serve`` replicas as subprocesses
+(stderr to a log file, so a busy replica never blocks on a full pipe), and what the tests read
+behind the server's back: the staging bucket's objects, the destination bucket's object versions.
+
+Used by tests/server/test_replicas.py, tests/server/test_archive_corpus_s3.py,
+tests/production/test_shared_staging_replicas.py and bench/p15_shared_staging.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.peers.moto import MotoServer
+from tests.server.harness import Setup, write_setup
+
+BIN = Path(sys.executable).parent
+#: names of the secrets the configs give the S3 credentials under
+KEY_ENV = "STAGING_S3_KEY_ID"
+SECRET_ENV = "STAGING_S3_SECRET"
+STAGING_PREFIX = "staging"
+DESTINATION_PREFIX = "published"
+
+
+@dataclass
+class SharedSetup(Setup):
+    """A :class:`Setup` whose staging is ``s3://<bucket>/staging`` (and, with an S3 destination,
+    whose pipelines publish to ``s3://<destination bucket>/published/<pipeline>``)."""
+
+    moto: MotoServer | None = None
+    bucket: str = ""
+    destination_bucket: str = ""
+    secrets: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {**super().environ, **self.secrets}
+
+    def staging_objects(self, pipeline_id: str = "reports") -> list[str]:
+        """Every object key below the pipeline's staging prefix, relative to it, sorted."""
+        return list_keys(self.moto_server, self.bucket, f"{STAGING_PREFIX}/{pipeline_id}/")
+
+    def destination_versions(self, pipeline_id: str = "reports") -> dict[str, int]:
+        """How many times each object below the pipeline's destination prefix was written
+        (object versions of the versioned destination bucket; delete markers not counted)."""
+        return count_versions(self.moto_server, self.destination_bucket, f"{DESTINATION_PREFIX}/{pipeline_id}/")
+
+    def destination_state(self, pipeline_id: str = "reports") -> dict[str, Any]:
+        client = self.moto_server.client()
+        try:
+            body = client.get_object(Bucket=self.destination_bucket,
+                                     Key=f"{DESTINATION_PREFIX}/{pipeline_id}/.distributor.json")["Body"].read()
+        finally:
+            client.close()
+        state: dict[str, Any] = json.loads(body)
+        return state
+
+    @property
+    def moto_server(self) -> MotoServer:
+        assert self.moto is not None
+        return self.moto
+
+
+def list_keys(moto: MotoServer, bucket: str, prefix: str) -> list[str]:
+    client = moto.client()
+    try:
+        keys: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(item["Key"].removeprefix(prefix) for item in page.get("Contents", []))
+        return sorted(keys)
+    finally:
+        client.close()
+
+
+def count_versions(moto: MotoServer, bucket: str, prefix: str) -> dict[str, int]:
+    client = moto.client()
+    counts: dict[str, int] = {}
+    try:
+        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            for version in page.get("Versions", []):
+                key = version["Key"].removeprefix(prefix)
+                counts[key] = counts.get(key, 0) + 1
+    finally:
+        client.close()
+    return counts
+
+
+def s3_connection(moto: MotoServer) -> dict[str, Any]:
+    """The keys of an ``s3`` backend that reach the moto peer (credentials by secret name)."""
+    return {
+        "region": moto.region,
+        "endpoint": moto.endpoint_url,
+        "force_path_style": True,
+        "conditional_writes": "trusted",
+        "credentials": {"access_key_id_env": KEY_ENV, "secret_access_key_env": SECRET_ENV},
+    }
+
+
+def write_shared_setup(
+    root: Path,
+    moto: MotoServer,
+    *,
+    pipelines: dict[str, int] | None = None,
+    http: dict[str, Any] | None = None,
+    s3_destination: bool = False,
+    max_upload_size: dict[str, str] | None = None,
+) -> SharedSetup:
+    """:func:`~tests.server.harness.write_setup` on a fresh staging bucket. With
+    ``s3_destination`` every pipeline's destinations become one ``s3`` destination
+    ``dest1`` in a fresh bucket with versioning on, so each write stays visible as a version."""
+    bucket = moto.create_bucket()
+    plain = write_setup(root, pipelines=pipelines, max_upload_size=max_upload_size, http={
+        "staging_root": f"s3://{bucket}/{STAGING_PREFIX}",
+        "staging_s3": s3_connection(moto),
+        **(http or {}),
+    })
+    destination_bucket = ""
+    if s3_destination:
+        destination_bucket = moto.create_bucket()
+        client = moto.client()
+        try:
+            client.put_bucket_versioning(Bucket=destination_bucket,
+                                         VersioningConfiguration={"Status": "Enabled"})
+        finally:
+            client.close()
+        doc = yaml.safe_load(plain.config_path.read_text())
+        for pipeline in doc["pipelines"]:
+            pipeline["destinations"] = [{
+                "id": "dest1", "backend": "s3", "bucket": destination_bucket,
+                "prefix": f"{DESTINATION_PREFIX}/{pipeline['id']}", **s3_connection(moto),
+            }]
+        plain.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return SharedSetup(
+        plain.root, plain.config_path, plain.tokens, plain.destinations if not s3_destination else {},
+        moto=moto, bucket=bucket, destination_bucket=destination_bucket,
+        secrets={KEY_ENV: moto.access_key_id, SECRET_ENV: moto.secret_access_key},
+    )
+
+
+# --- replicas as processes ----------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    """One ``distributor serve`` process; its stdout and stderr go to ``log``."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    url: str = ""
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        """``kill -9``: no shutdown, no drain, leases and objects left as they are."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then SIGKILL if it does not exit in ``timeout`` seconds; the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+        return self.process.returncode
+
+
+def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None,
+                  timeout: float = 60.0) -> Replica:
+    """``distributor serve --config <setup> <args>`` as a subprocess (this interpreter's
+    ``distributor`` script, ``PYTHONPATH`` inherited); returns once it printed its address."""
+    log = setup.root / f"{name}.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [str(BIN / "distributor"), "serve", "--config", str(setup.config_path), *args],
+            stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, cwd=setup.root,
+            env={**os.environ, **setup.environ, **(env or {})},
+        )
+    replica = Replica(name, process, log)
+    marker = "serving HTTP upload API on "
+    deadline = time.monotonic() + timeout
+    while True:
+        text = replica.text()
+        if marker in text:
+            replica.url = "http://" + text.split(marker, 1)[1].split()[0]
+            return replica
+        if process.poll() is not None or time.monotonic() > deadline:
+            replica.stop(5)
+            raise AssertionError(f"{name}: distributor serve did not start: {text[-3000:]}")
+        time.sleep(0.05)
