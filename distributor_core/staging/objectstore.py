@@ -364,17 +364,25 @@ class ObjectStagingStore:
 
     # ------------------------------------------------------------------ publication leases
 
-    def claim_next(self, owner: str, duration: timedelta = DEFAULT_LEASE) -> tuple[Lease, Versioned] | None:
+    def claim_next(
+        self, owner: str, duration: timedelta = DEFAULT_LEASE, *, in_order: bool = False
+    ) -> tuple[Lease, Versioned] | None:
         """Take the first unfinished upload (admission order) that no other replica holds a live
         lease on and no Dagster run owns, and start it (``running``): the lease and the record as
-        written. ``None`` when there is nothing to take."""
+        written. ``None`` when there is nothing to take.
+
+        ``in_order``: only the first unfinished upload may be taken, so the pipeline publishes
+        one upload at a time, in admission order, whichever replicas publish (the inline
+        publisher); while another owner holds it, nothing is taken."""
         scan = PendingScan()
         for name, versioned in self._pending_entries(scan):
             record = versioned.record
             if record.dagster_run_id and record.status == RUNNING:
+                if in_order:
+                    return None
                 continue
             claimed = self.claim(record.run_id, owner, duration, marker=f"{PENDING}/{name}")
-            if claimed is not None:
+            if claimed is not None or in_order:
                 return claimed
         return None
 
