@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,10 +181,9 @@ class Replica:
         return self.process.returncode
 
 
-def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None,
-                  timeout: float = 60.0) -> Replica:
+def launch_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None) -> Replica:
     """``distributor serve --config <setup> <args>`` as a subprocess (this interpreter's
-    ``distributor`` script, ``PYTHONPATH`` inherited); returns once it printed its address."""
+    ``distributor`` script, ``PYTHONPATH`` inherited); see :func:`wait_replica`."""
     log = setup.root / f"{name}.log"
     with open(log, "wb") as sink:
         process = subprocess.Popen(
@@ -191,7 +191,11 @@ def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | Non
             stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, cwd=setup.root,
             env={**os.environ, **setup.environ, **(env or {})},
         )
-    replica = Replica(name, process, log)
+    return Replica(name, process, log)
+
+
+def wait_replica(replica: Replica, timeout: float = 60.0) -> Replica:
+    """Wait until the replica printed the address it listens on (its ``url``)."""
     marker = "serving HTTP upload API on "
     deadline = time.monotonic() + timeout
     while True:
@@ -199,7 +203,44 @@ def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | Non
         if marker in text:
             replica.url = "http://" + text.split(marker, 1)[1].split()[0]
             return replica
-        if process.poll() is not None or time.monotonic() > deadline:
+        if replica.process.poll() is not None or time.monotonic() > deadline:
             replica.stop(5)
-            raise AssertionError(f"{name}: distributor serve did not start: {text[-3000:]}")
+            raise AssertionError(f"{replica.name}: distributor serve did not start: {text[-3000:]}")
         time.sleep(0.05)
+
+
+def start_replicas(setup: Setup, names: list[str], *args: str, env: dict[str, str] | None = None) -> list[Replica]:
+    """Several replicas started side by side; returns once every one listens."""
+    launched = [launch_replica(setup, name, *args, env=env) for name in names]
+    try:
+        return [wait_replica(replica) for replica in launched]
+    except BaseException:
+        for replica in launched:
+            replica.kill9()
+        raise
+
+
+def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None) -> Replica:
+    return wait_replica(launch_replica(setup, name, *args, env=env))
+
+
+def hold_destination_lock(setup: SharedSetup, pipeline_id: str = "reports") -> Callable[[], None]:
+    """Hold the S3 destination's lock as a process on another host would, so a publication
+    waits for it (up to 30 s) while holding its publication lease; returns the release."""
+    key = f"{DESTINATION_PREFIX}/{pipeline_id}/.distributor.lock"
+    body = json.dumps({"holder": "test holder", "host": "elsewhere.invalid", "pid": 1,
+                       "acquired_at": "2026-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z", "token": "t"})
+    client = setup.moto_server.client()
+    try:
+        client.put_object(Bucket=setup.destination_bucket, Key=key, Body=body.encode())
+    finally:
+        client.close()
+
+    def release() -> None:
+        closing = setup.moto_server.client()
+        try:
+            closing.delete_object(Bucket=setup.destination_bucket, Key=key)
+        finally:
+            closing.close()
+
+    return release

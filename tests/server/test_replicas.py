@@ -21,9 +21,16 @@ What must hold, as a producer and an operator see it:
 - every upload record in the store (the killed replica's too) ends ``succeeded``; nothing is left
   pending and no staged bundle is left behind;
 - every upload's file was written to the destination exactly once when its report says it was
-  published, never when it says it skipped; only a publication the killed replica held when it
-  died may have been written again by the replica that took it over;
+  published, never when it says it skipped, the publication the killed replica held included:
+  another replica took it over once its lease (3 s here) expired and published it once;
+- a request the victim was admitting when it died left only objects of its own (no record, so
+  no 202 was ever sent for it: they are removed once ``abandon_after`` has passed);
 - the destination ends holding the newest upload.
+
+The kill is made to land mid-publication: the victim starts first and takes the first upload
+while the destination's lock is held elsewhere, so it holds the publication lease, waiting, when
+it is killed (the lock is released right after); the other replicas admit meanwhile and, since a
+pipeline publishes in admission order, take nothing until the lease has expired.
 """
 
 from __future__ import annotations
@@ -39,13 +46,22 @@ from pathlib import Path
 import httpx
 import pytest
 
+from distributor_core.staging.index import key_sha256
 from distributor_core.staging.leases import parse_lease
 from distributor_core.staging.objectstore import PENDING, ObjectStagingStore
 from distributor_core.staging.ordering import parse_marker
 from distributor_core.storage import StorageError
 from tests.peers.moto import MotoServer, make_s3_storage
 from tests.server.harness import TOKEN, bundle_archive, upload
-from tests.server.shared import STAGING_PREFIX, Replica, SharedSetup, start_replica, write_shared_setup
+from tests.server.shared import (
+    STAGING_PREFIX,
+    Replica,
+    SharedSetup,
+    hold_destination_lock,
+    start_replica,
+    start_replicas,
+    write_shared_setup,
+)
 
 PIPELINE = "reports"
 UPLOADS = 40
@@ -80,10 +96,17 @@ def _name(index: int) -> str:
     return f"u{index:02d}"
 
 
+def _position(index: int) -> int:
+    """Where upload ``index`` goes out in the burst: the unique uploads in turn, duplicate key
+    ``n`` (index ``UPLOADS + n``) after unique upload ``8n + 4``."""
+    return 2 * index if index < UPLOADS else 2 * (8 * (index - UPLOADS) + 4) + 1
+
+
 def _archive(tmp: Path, index: int) -> bytes:
+    """Upload ``index``'s bundle, created in the order the burst sends them."""
     name = _name(index)
     return bundle_archive(tmp, {f"{name}.txt": f"upload {name}\n".encode()}, bundle_id=f"{PIPELINE}.{name}",
-                          created=BASE + timedelta(minutes=index))
+                          created=BASE + timedelta(minutes=_position(index)))
 
 
 def _send(url: str, archive: bytes, key: str, burst: Burst) -> str | None:
@@ -112,13 +135,12 @@ def _send(url: str, archive: bytes, key: str, burst: Burst) -> str | None:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, moto_serial_server: MotoServer) -> Iterator[tuple[SharedSetup, list[Replica]]]:
+def cluster(tmp_path: Path, moto_serial_server: MotoServer) -> Iterator[tuple[SharedSetup, list[Replica]]]:
+    """The setup, and a list the test appends its replicas to (all killed at the end)."""
     setup = write_shared_setup(tmp_path / "site", moto_serial_server, s3_destination=True, http={
         "queue_size": 128, "max_concurrency": 1, "publication_lease": LEASE})
     started: list[Replica] = []
     try:
-        for index in range(3):
-            started.append(start_replica(setup, f"replica-{index}", "--publisher", "inline"))
         yield setup, started
     finally:
         for replica in started:
@@ -142,16 +164,32 @@ def _leases(store: ObjectStagingStore) -> dict[str, str]:
 
 
 def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_each_upload_once(
-    replicas: tuple[SharedSetup, list[Replica]], tmp_path: Path,
+    cluster: tuple[SharedSetup, list[Replica]], tmp_path: Path,
 ) -> None:
-    setup, started = replicas
-    victim, survivors = started[VICTIM], [r for i, r in enumerate(started) if i != VICTIM]
+    setup, started = cluster
     storage = make_s3_storage(setup.moto_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
     store = ObjectStagingStore(storage, PIPELINE)
     archives = {_name(i): _archive(tmp_path, i) for i in range(UPLOADS + DUPLICATE_KEYS)}
     burst = Burst()
     killed = threading.Event()
     at_kill: dict[str, str] = {}
+
+    # the victim starts alone and takes the first upload; its publication waits for the
+    # destination's lock (held elsewhere) while the victim holds the publication lease, so the
+    # kill below always interrupts a publication in flight
+    release_lock = hold_destination_lock(setup, PIPELINE)
+    victim = start_replica(setup, f"replica-{VICTIM}", "--publisher", "inline")
+    started.append(victim)
+    first = _send(victim.url, archives[_name(0)], _name(0), burst)
+    assert first is not None
+    burst.sent_to[_name(0)], burst.accepted[_name(0)], burst.victim_answers = VICTIM, first, 1
+    deadline = time.monotonic() + DEADLINE
+    while not _owned_by(_leases(store).get(first, ""), victim):
+        assert time.monotonic() < deadline, f"the victim never took its upload; {_logs(started)}"
+        time.sleep(0.1)
+    survivors = start_replicas(setup, [f"replica-{i}" for i in range(3) if i != VICTIM], "--publisher", "inline")
+    started.extend(survivors)
+    replicas = {VICTIM: victim, **{i: r for i, r in zip([i for i in range(3) if i != VICTIM], survivors, strict=True)}}
 
     def unique(index: int) -> None:
         name = _name(index)
@@ -160,7 +198,7 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
             killed.wait(DEADLINE)  # the second half of the burst goes out after the kill
         with burst.lock:
             burst.sent_to[name] = target
-        run_id = _send(started[target].url, archives[name], name, burst)
+        run_id = _send(replicas[target].url, archives[name], name, burst)
         with burst.lock:
             if run_id is not None:
                 burst.accepted[name] = run_id
@@ -191,16 +229,17 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
             time.sleep(0.01)
         victim.kill9()
         at_kill.update(_leases(store))
+        release_lock()
         killed.set()
 
     killer = threading.Thread(target=assassin)
     killer.start()
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = []
-        for index in range(UPLOADS):
+        for index in range(1, UPLOADS):
             futures.append(pool.submit(unique, index))
             if index % 8 == 4:
-                futures.append(pool.submit(duplicate, index // 8))
+                futures.append(pool.submit(duplicate, index // 8))  # see _position
         for future in futures:
             future.result()
     killer.join(DEADLINE)
@@ -233,9 +272,9 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
     finally:
         for client in http:
             client.close()
-    for name, (first, second) in views.items():
-        assert first == second, name
-        assert first["status"] == "succeeded" and "error" not in first, (name, first)
+    for name, (one, other) in views.items():
+        assert one == other, name
+        assert one["status"] == "succeeded" and "error" not in one, (name, one)
 
     # --- the store: one record per key, all succeeded, nothing pending, no bundle left
     deadline = time.monotonic() + DEADLINE
@@ -250,33 +289,56 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
     # records no client heard of: admissions the victim completed but never answered
     unanswered = set(by_key) - set(burst.accepted)
     assert {burst.sent_to[name] for name in unanswered} <= {VICTIM}
-    leftovers = [key for key in setup.staging_objects(PIPELINE) if not key.startswith(("records/", "keys/"))]
-    assert leftovers == []
+    # what is left besides the records: only the objects of admissions the victim died in (no
+    # record; removed once abandon_after has passed), never a bundle of an accepted upload
+    recorded = {r.run_id for r in records}
+    hashes = {key_sha256(name): name for name in archives}
+    dead: dict[str, str] = {}
+    for key in setup.staging_objects(PIPELINE):
+        kind, _, rest = key.partition("/")
+        if kind == "records":
+            continue
+        if kind == "keys":
+            name = hashes[rest.rsplit("/", 1)[-1]]
+            if store.key_holder("reporter", name) not in recorded:
+                dead[key] = name
+            continue
+        assert kind in ("bundles", "pending"), key
+        run_id = rest.split("/", 1)[0] if kind == "bundles" else rest.split(".", 1)[1]
+        assert run_id not in recorded, key
+        dead[key] = run_id
+    assert {burst.sent_to[name] for name in dead.values() if name in burst.sent_to} <= {VICTIM}, dead
+    assert {name for name in dead.values() if name in burst.sent_to} <= set(burst.failed), dead
 
     # --- the destination's write history: each upload written once, and only when published
     versions = setup.destination_versions(PIPELINE)
     taken_over = {run_id for run_id, owner in at_kill.items() if _owned_by(owner, victim)}
+    assert taken_over == {first}, at_kill  # the interrupted publication, taken over after its lease expired
     twice = []
     for record in records:
         name = record.idempotency_key or ""
         actions = [a["action"] for a in (record.report or {}).get("actions", [])]
         assert len(actions) == 1 and actions[0] in WRITES | SKIPS, (name, actions)
         written = versions.get(f"{name}.txt", 0)
-        if record.run_id in taken_over:
-            assert written <= 2, (name, actions, written)
-            continue
         if written != (1 if actions[0] in WRITES else 0):
             twice.append((name, actions[0], written))
     assert twice == [], f"uploads written other than once per publication: {twice}; leases at the kill: {at_kill}"
-    newest = max(records, key=lambda r: r.idempotency_key or "").idempotency_key
+    skipped = sorted(r.idempotency_key or "" for r in records
+                     if (r.report or {}).get("actions", [{}])[0].get("action") in SKIPS)
+    print(f"\n{len(burst.accepted)} accepted, {len(burst.failed)} failed at the client, {len(records)} records "
+          f"({len(unanswered)} unanswered), {burst.in_flight_answers} retried 409s, skipped as older: {skipped}, "
+          f"the victim's leases at the kill: {sorted(taken_over)}, objects of dead admissions: {sorted(dead)}")
+    assert by_key[_name(0)].report["actions"][0]["action"] == "publish_new"  # type: ignore[index]
+    newest = max(records, key=lambda r: str(r.manifest["created"])).idempotency_key
     assert versions.get(f"{newest}.txt") == 1
     state = setup.destination_state(PIPELINE)
     assert [o["path"] for o in state["outputs"]] == [f"{newest}.txt"]
 
 
 def _owned_by(owner: str, replica: Replica) -> bool:
-    """Whether a lease owner names ``replica``'s process."""
-    return str(replica.process.pid) in owner.replace(":", " ").replace("-", " ").split()
+    """Whether a lease owner (``<host>:<pid>:<nonce>/<worker>``) is ``replica``'s process."""
+    parts = owner.split(":")
+    return len(parts) > 2 and parts[1] == str(replica.process.pid)
 
 
 def _logs(started: list[Replica]) -> str:
