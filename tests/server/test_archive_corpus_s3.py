@@ -41,6 +41,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, moto_serial_server: MotoSer
     try:
         app = create_app(setup.config, env=Environment(setup.environ))
         with run_server(app) as running:
+            # the server receives uploads below it, so the archives' ".." chains start there
+            assert [p.name for p in scratch.iterdir()], "the server made no scratch directory in $TMPDIR"
             yield setup, running, sentinel, scratch, ObjectStagingStore(storage, "reports")
     finally:
         tempfile.tempdir = previous
