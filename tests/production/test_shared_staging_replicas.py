@@ -181,5 +181,8 @@ def test_three_dagster_mode_replicas_and_a_kill_9_every_upload_published_once_by
         if versions.get(f"{name}.txt", 0) != (1 if actions[0] in WRITES else 0):
             wrong.append((name, actions[0], versions.get(f"{name}.txt", 0)))
     assert wrong == []
+    skipped = sorted(r.idempotency_key or "" for r in records if r.report and r.report["actions"][0]["action"] in SKIPS)
+    print(f"\n{len(accepted)} accepted, {len(records)} records ({len(set(by_key) - set(accepted))} unanswered), "
+          f"{len(runs)} Dagster runs, skipped as older: {skipped}")
     newest = max(records, key=lambda r: str(r.manifest["created"])).idempotency_key
     assert [o["path"] for o in setup.destination_state(PIPELINE)["outputs"]] == [f"{newest}.txt"]
