@@ -42,6 +42,8 @@ UPLOADS = 12
 VICTIM = 0
 #: 202s the victim answers before it is killed; the second half of the burst goes out after
 VICTIM_ANSWERS = 2
+#: uploads one Dagster run publishes at most
+BATCH = 4
 BASE = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 WRITES = {"publish_new", "replace_takeover", "replace_older"}
 SKIPS = {"skip_destination_newer", "skip_same"}
@@ -76,6 +78,7 @@ def test_three_dagster_mode_replicas_and_a_kill_9_every_upload_published_once_by
     setup = write_shared_setup(deployment.root / "site", moto_serial_server, s3_destination=True,
                                http={"queue_size": 64})
     deployment.use_config(setup.config_path, setup.environ)
+    deployment.env["DISTRIBUTOR_DAGSTER_BUNDLES_PER_RUN"] = str(BATCH)  # several runs, several ticks
     storage = make_s3_storage(moto_serial_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
     store = ObjectStagingStore(storage, PIPELINE)
     names = [f"u{i:02d}" for i in range(UPLOADS)]
