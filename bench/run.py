@@ -34,6 +34,7 @@ SCENARIOS = {
     "P12": "bench.p12_dagster_bundles",
     "P13": "bench.p13_dagster_scale",
     "P14": "bench.p14_upload_batches",
+    "P15": "bench.p15_shared_staging",
 }
 
 
