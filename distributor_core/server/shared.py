@@ -172,10 +172,46 @@ class SharedUploadService:
         self._janitor_stop.set()
 
     def expire(self, now: datetime | None = None) -> list[str]:
+        """Expire finished records (and abandoned admissions' bundles), then keep the failed
+        uploads' bundles within the byte quotas."""
         expired: list[str] = []
         for pipeline in self.pipelines.values():
             expired.extend(pipeline.store.expire(self.http.retention))
+        self.keep_failed_within_quotas()
         return expired
+
+    def keep_failed_within_quotas(self) -> None:
+        """``max_failed_bytes_per_token`` and ``max_failed_bytes`` over the failed uploads of the
+        whole store whose bundle is still staged (:func:`~distributor_core.staging.over_quota`):
+        the bundle is removed, the record stays and its error says which quota removed it."""
+        kept: list[tuple[sg.KeptBundle, _SharedPipeline]] = []
+        for pipeline in self.pipelines.values():
+            for record in pipeline.store.records():
+                if record.status != sg.FAILED or record.finished_at is None:
+                    continue
+                if not pipeline.uploads.has_bundle(record.run_id):
+                    continue
+                size = sg.listed_size(record)
+                kept.append((sg.KeptBundle(record.run_id, record.pipeline_id, record.token_id, size,
+                                           record.finished_at, record.accepted_at, record.seq), pipeline))
+        owners = {bundle.run_id: pipeline for bundle, pipeline in kept}
+        victims = sg.over_quota([b for b, _ in kept], per_token=self.http.max_failed_bytes_per_token,
+                                total=self.http.max_failed_bytes)
+        for bundle, knob in victims:
+            store = owners[bundle.run_id].store
+            note = sg.dropped_note(knob)
+            try:
+                store.storage.delete_prefix(store.bundle_prefix(bundle.run_id), prune_empty_dirs=False)
+                current = store.read(bundle.run_id)
+                if current is not None:
+                    error = current.record.error
+                    store.transition(bundle.run_id, error=f"{error}; {note}" if error else note)
+            except (StorageError, sg.RecordError, StoreConflict) as exc:
+                log.warning("distributor: could not remove the staged bundle of failed upload %s: %s",
+                            bundle.run_id, exc)
+                continue
+            log.warning("distributor: removed the staged bundle of failed upload %s (%d bytes, token %s) "
+                        "to stay within %s", bundle.run_id, bundle.size, bundle.token_id, knob)
 
     # ------------------------------------------------------------------ admission
 
