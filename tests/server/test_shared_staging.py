@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from distributor_core.server import create_app
 from distributor_core.server.errors import ServerSetupError
 from tests.peers.moto import MotoServer
 from tests.server.harness import (
+    DEFAULT_FILES,
     Running,
     Setup,
     bundle_archive,
@@ -105,3 +107,28 @@ def test_unreachable_staging_store_stops_serve_naming_it(tmp_path: Path, moto_se
     environ["STAGING_SECRET"] = "wrong"
     with pytest.raises(ServerSetupError, match=r"server.http.staging_root s3://.*/staging/reports cannot be used"):
         create_app(setup.config, env=Environment(environ))
+
+
+def test_failed_bundles_in_the_store_are_kept_within_the_token_quota(
+    tmp_path: Path, moto_serial_server: MotoServer
+) -> None:
+    setup, environ = shared_setup(tmp_path, moto_serial_server, max_failed_bytes_per_token=3000)
+    created = datetime(2026, 6, 8, 12, tzinfo=UTC)
+    files = {**DEFAULT_FILES, "pad.bin": b"a" * 1500}  # 3,000 bytes hold one failed bundle, not two
+    bucket = setup.config.server.http.staging_store.bucket
+    with run_server(create_app(setup.config, env=Environment(environ))) as server, server.client() as http:
+        def send(bundle_id: str) -> str:
+            response = upload(http, "reports", bundle_archive(setup.root, files, bundle_id=bundle_id, created=created))
+            assert response.status_code == 202, response.text
+            return response.json()["run_id"]
+
+        assert wait_status(http, send("base"), {"succeeded", "failed"})["status"] == "succeeded"
+        failed = [send(f"evil-{i}") for i in range(3)]  # same created, another bundle id: fail_conflict
+        for run_id in failed:
+            assert wait_status(http, run_id, {"succeeded", "failed"})["status"] == "failed"
+        server.service.expire()  # what the janitor does every minute
+        staged = {key.split("/")[3] for key in keys(moto_serial_server, bucket, "staging/reports/bundles/")}
+        assert staged == {failed[-1]}
+        for run_id in failed[:-1]:
+            error = wait_status(http, run_id, "failed")["error"]
+            assert error.endswith("; staged bundle removed to stay within server.http.max_failed_bytes_per_token")
