@@ -31,6 +31,7 @@ EXPECTED_FILES = [
     "archive-and-latest.yml",
     "fan-out.yml",
     "http-upload-local.yml",
+    "http-upload-s3-staging.yml",
     "local-index.yml",
     "local-publish.yml",
     "merge-reconciliation.yml",
@@ -147,6 +148,31 @@ def test_http_upload_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         "example-uploader", "DISTRIBUTOR_EXAMPLE_UPLOAD_TOKEN", ("example-http-upload",)
     )
     table = resolve_upload_tokens(config, Environment({"DISTRIBUTOR_EXAMPLE_UPLOAD_TOKEN": "demo"}))
+    grant = table.authenticate("demo")
+    assert grant is not None and grant.allows("example-http-upload")
+
+
+def test_http_upload_s3_staging(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Several replicas: staging in S3 (each pipeline under <prefix>/<pipeline id>), credentials by
+    secret name, the publication lease; the local root is only this host's scratch space."""
+    config = load("http-upload-s3-staging.yml", monkeypatch, tmp_path)
+    http = config.server.http
+    assert (http.bind_host, http.bind_port) == ("0.0.0.0", 8080)
+    assert http.staging_store is not None
+    assert (http.staging_store.bucket, http.staging_store.prefix, http.staging_store.region) == (
+        "acme-distributor-uploads", "staging", "eu-west-1")
+    assert http.publication_lease == timedelta(seconds=60)
+    assert (http.queue_size, http.max_concurrency, http.retention) == (64, 1, timedelta(hours=24))
+    assert not http.staging_root.is_relative_to(EXAMPLES)  # scratch under $TMPDIR, not examples/
+    pipeline = config.pipeline("example-http-upload")
+    assert isinstance(pipeline.source, HTTPUploadSource) and pipeline.source.shared
+    assert pipeline.source.staging_store is not None
+    assert pipeline.source.staging_store.prefix == "staging/example-http-upload"
+    environ = {"DISTRIBUTOR_EXAMPLE_UPLOAD_TOKEN": "demo", "UPLOAD_STAGING_KEY_ID": "id",
+               "UPLOAD_STAGING_SECRET": "secret"}
+    pair = resolve_s3_credentials(pipeline.source.staging_store, Environment(environ))
+    assert pair is not None and (pair.access_key_id, pair.secret_access_key) == ("id", "secret")
+    table = resolve_upload_tokens(config, Environment(environ))
     grant = table.authenticate("demo")
     assert grant is not None and grant.allows("example-http-upload")
 

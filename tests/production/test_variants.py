@@ -118,33 +118,43 @@ def test_kubernetes_values_and_resources_agree(tmp_path: Path) -> None:
     config = load_config(tmp_path / config_path.name)
     _code_location(tmp_path / config_path.name)
 
-    # the data volume: one ReadWriteMany claim holding the staging area and local destinations
+    # uploads are staged in S3, so the run pods need no volume for them; the data volume (one
+    # ReadWriteMany claim) holds the local destinations the run pods publish to
+    store = config.server.http.staging_store
+    assert store is not None and all(p.source.shared for p in config.upload_pipelines)  # type: ignore[union-attr]
     claim = resources[("PersistentVolumeClaim", volumes["distributor-data"]["persistentVolumeClaim"]["claimName"])]
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     data = mounts["distributor-data"]
-    assert _under(str(config.server.http.staging_root), [data])
     for pipeline in config.pipelines:
         for destination in pipeline.destinations:
             assert _under(destination.storage.root_path, [data])
 
-    # the secrets the config names are in the Secret the code server (and so every run) gets
+    # the secrets the config names (tokens, the staging bucket's credentials) are in the Secret the
+    # code server (and so every run) gets
     [secret_ref] = deployment["envSecrets"]
     secret = resources[("Secret", secret_ref["name"])]
     assert {t.token_env for t in config.upload_tokens} <= set(secret["stringData"])
+    assert store.credentials is not None
+    assert {store.credentials.access_key_id_env, store.credentials.secret_access_key_env} <= set(secret["stringData"])
     for ref in values["runLauncher"]["config"]["k8sRunLauncher"]["envSecrets"]:
         assert ("Secret", ref["name"]) in resources
 
-    # serve: one replica on the same config, data volume and Dagster instance
+    # serve: two or more replicas on the same config (S3 staging: no lock, no shared disk) and
+    # Dagster instance, the staging credentials from the same Secret, a private scratch directory
     serve = resources[("Deployment", "distributor-serve")]["spec"]
-    assert serve["replicas"] == 1 and serve["strategy"]["type"] == "Recreate"
+    assert serve["replicas"] >= 2 and serve["strategy"]["type"] == "RollingUpdate"
+    budget = resources[("PodDisruptionBudget", "distributor-serve")]["spec"]
+    assert budget["minAvailable"] >= 1 and budget["selector"] == serve["selector"]
     pod = serve["template"]["spec"]
     container = pod["containers"][0]
     assert container["command"][-2:] == ["--publisher", "dagster"]
+    assert [ref["secretRef"]["name"] for ref in container["envFrom"]] == [secret_ref["name"]]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     serve_mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert serve_mounts["distributor-config"] == mounts["distributor-config"]
-    assert serve_mounts["distributor-data"] == data
+    assert "distributor-data" not in serve_mounts
     serve_volumes = {v["name"]: v for v in pod["volumes"]}
-    assert serve_volumes["distributor-data"] == volumes["distributor-data"]
+    assert serve_mounts["scratch"] == "/tmp" and serve_volumes["scratch"] == {"name": "scratch", "emptyDir": {}}
     assert serve_volumes["dagster-instance"]["configMap"]["name"] == "dagster-instance"
     serve_env = {e["name"]: e for e in container["env"]}
     assert serve_env["DAGSTER_HOME"]["value"] == serve_mounts["dagster-instance"]

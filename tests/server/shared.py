@@ -181,13 +181,20 @@ class Replica:
         return self.process.returncode
 
 
-def launch_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None) -> Replica:
+def launch_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None,
+                   host: str | None = None) -> Replica:
     """``distributor serve --config <setup> <args>`` as a subprocess (this interpreter's
-    ``distributor`` script, ``PYTHONPATH`` inherited); see :func:`wait_replica`."""
+    ``distributor`` script, ``PYTHONPATH`` inherited); see :func:`wait_replica`. With ``host``
+    it runs in a UTS namespace of its own under that host name (``unshare --uts``, needs root),
+    as a replica on another machine would: what it records as its host (destination locks) is
+    not this host, so no process here can tell whether it is alive."""
     log = setup.root / f"{name}.log"
+    command = [str(BIN / "distributor"), "serve", "--config", str(setup.config_path), *args]
+    if host is not None:
+        command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
     with open(log, "wb") as sink:
         process = subprocess.Popen(
-            [str(BIN / "distributor"), "serve", "--config", str(setup.config_path), *args],
+            command,
             stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, cwd=setup.root,
             env={**os.environ, **setup.environ, **(env or {})},
         )
@@ -220,8 +227,9 @@ def start_replicas(setup: Setup, names: list[str], *args: str, env: dict[str, st
         raise
 
 
-def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None) -> Replica:
-    return wait_replica(launch_replica(setup, name, *args, env=env))
+def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | None = None,
+                  host: str | None = None) -> Replica:
+    return wait_replica(launch_replica(setup, name, *args, env=env, host=host))
 
 
 def hold_destination_lock(setup: SharedSetup, pipeline_id: str = "reports") -> Callable[[], None]:

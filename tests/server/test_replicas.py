@@ -343,3 +343,64 @@ def _owned_by(owner: str, replica: Replica) -> bool:
 
 def _logs(started: list[Replica]) -> str:
     return "\n".join(f"--- {r.name}\n{r.text()[-2000:]}" for r in started)
+
+
+#: files in the bundle of the upload killed mid-write: its destination write takes a while
+MANY_FILES = 150
+
+
+def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over(
+    cluster: tuple[SharedSetup, list[Replica]], tmp_path: Path,
+) -> None:
+    """Replicas on two hosts (each in a UTS namespace of its own, as two pods are): the victim is
+    killed while it writes the destination, holding the destination's lock, which no process on
+    the other host can tell is dead. The other replica takes the publication over once the
+    publication lease has expired and must still publish it: the upload ends ``succeeded``, its
+    files at the destination, the next upload published after it."""
+    setup, started = cluster
+    storage = make_s3_storage(setup.moto_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
+    store = ObjectStagingStore(storage, PIPELINE)
+    files = {f"part/{i:03d}.txt": f"part {i}\n".encode() for i in range(MANY_FILES)}
+    big = bundle_archive(tmp_path, files, bundle_id=f"{PIPELINE}.big", created=BASE)
+    after = _archive(tmp_path, 1)
+    victim = start_replica(setup, "replica-a", "--publisher", "inline", host="replica-a")
+    started.append(victim)
+    burst = Burst()
+    first = _send(victim.url, big, "big", burst)
+    assert first is not None
+    lock_key = "published/reports/.distributor.lock"
+    client = setup.moto_server.client()
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:  # the victim holds the destination's lock: it is writing there
+            try:
+                body = client.get_object(Bucket=setup.destination_bucket, Key=lock_key)["Body"].read()
+                if b'"replica-a"' in body:
+                    break
+            except client.exceptions.NoSuchKey:
+                pass
+            assert time.monotonic() < deadline, f"the victim never locked the destination; {_logs(started)}"
+            time.sleep(0.02)
+        survivor = start_replica(setup, "replica-b", "--publisher", "inline", host="replica-b")
+        started.append(survivor)
+        victim.kill9()
+        assert _owned_by(_leases(store).get(first, ""), victim)
+        second = _send(survivor.url, after, _name(1), burst)
+        assert second is not None
+    finally:
+        client.close()
+
+    with httpx.Client(base_url=survivor.url, timeout=30) as http:
+        views = {}
+        deadline = time.monotonic() + DEADLINE
+        for run_id in (first, second):
+            while (view := http.get(f"/runs/{run_id}", headers=AUTH).json())["status"] not in ("succeeded", "failed"):
+                assert time.monotonic() < deadline, f"{run_id} still {view['status']}; {_logs(started)}"
+                time.sleep(0.5)
+            views[run_id] = view
+    assert views[first]["status"] == "succeeded", (views[first], _logs(started))
+    assert views[second]["status"] == "succeeded", views[second]
+    state = setup.destination_state(PIPELINE)
+    assert [o["path"] for o in state["outputs"]] == [f"{_name(1)}.txt"]  # the newer upload, after it
+    versions = setup.destination_versions(PIPELINE)
+    assert all(versions.get(name, 0) >= 1 for name in files)  # every file of the big upload landed
