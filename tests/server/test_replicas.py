@@ -381,10 +381,10 @@ def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over
                 pass
             assert time.monotonic() < deadline, f"the victim never locked the destination; {_logs(started)}"
             time.sleep(0.02)
-        survivor = start_replica(setup, "replica-b", "--publisher", "inline", host="replica-b")
-        started.append(survivor)
         victim.kill9()
         assert _owned_by(_leases(store).get(first, ""), victim)
+        survivor = start_replica(setup, "replica-b", "--publisher", "inline", host="replica-b")
+        started.append(survivor)
         second = _send(survivor.url, after, _name(1), burst)
         assert second is not None
     finally:
@@ -398,7 +398,7 @@ def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over
                 assert time.monotonic() < deadline, f"{run_id} still {view['status']}; {_logs(started)}"
                 time.sleep(0.5)
             views[run_id] = view
-    assert views[first]["status"] == "succeeded", (views[first], _logs(started))
+    assert views[first]["status"] == "succeeded", (views[first].get("error"), _logs(started))
     assert views[second]["status"] == "succeeded", views[second]
     state = setup.destination_state(PIPELINE)
     assert [o["path"] for o in state["outputs"]] == [f"{_name(1)}.txt"]  # the newer upload, after it
