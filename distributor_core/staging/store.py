@@ -167,7 +167,8 @@ class SharedUploadStore:
     def has_bundle(self, run_id: str) -> bool:
         bundle = self.store.bundle_prefix(run_id)
         try:
-            return bool(self.store.storage.walk(bundle, recursive=False, limit=1))
+            # scan, not walk: a bundle of more than one entry must not exceed the limit of 1
+            return bool(self.store.storage.scan(bundle, recursive=False, limit=1, include_reserved=True).entries)
         except StorageError as exc:
             if is_not_found(exc):
                 return False
