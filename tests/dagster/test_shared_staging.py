@@ -20,12 +20,14 @@ import dagster as dg
 import pytest
 
 from distributor_core import staging as sg
+from distributor_core.config import load_config
 from distributor_core.staging.objectstore import ObjectStagingStore
 from distributor_core.staging.ordering import marker_name
 from distributor_core.staging.pending import PendingCursor
 from distributor_core.storage import Storage
 from distributor_core.timefmt import compact_stamp
 from distributor_dagster import build_definitions
+from distributor_dagster.describe import root_text, root_uri
 from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
 from tests.dagster.reconstruct import reconstructable_job
 from tests.peers.moto import MotoServer, make_s3_storage
@@ -180,6 +182,10 @@ def test_the_sensor_lists_the_bucket_and_runs_publish_each_upload_from_it(
         assert (shared.root / "out" / name / "r.md").read_bytes() == b"# 2\n"
     assert_no_local_staging(shared)
     assert tick(defs, second.cursor, instance).run_requests == []
+    # the source asset names the staging store where it is
+    source = load_config(shared.config).pipeline(PIPELINE).source
+    assert root_uri(source) == f"s3://{shared.bucket}/{PREFIX}/{PIPELINE}"
+    assert root_text(source) == f"s3://{shared.bucket}/{PREFIX}/{PIPELINE} at {shared.server.endpoint_url}"
 
 
 def test_an_upload_admitted_late_by_a_slower_replica_is_requested_at_the_next_tick(
