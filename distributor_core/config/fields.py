@@ -230,6 +230,13 @@ SERVER_HTTP_FIELDS = _table(
     limits=Field(
         Kind.MAPPING, "limits of an upload archive, checked while it streams", fields=SERVER_HTTP_LIMIT_FIELDS
     ),
+    publication_lease=Field(
+        Kind.DURATION,
+        "with an s3:// staging_root and the inline publisher: how long a replica's claim on a publication "
+        "lasts without renewal (renewed every third of it); a killed replica's publications are taken over "
+        "after it",
+        default="60s",
+    ),
     staging_s3=Field(
         Kind.MAPPING,
         "how to reach an s3:// staging_root (region, endpoint, force_path_style, conditional_writes, "

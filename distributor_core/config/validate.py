@@ -165,12 +165,13 @@ def _server_http(http: Tree, errs: list[str]) -> None:
         errs.append("server.http.bind must be a host:port address such as 127.0.0.1:8080")
     if str(http["staging_root"]) == "":
         errs.append("server.http.staging_root is required")
-    if http.get("staging_store") is not None:
-        _s3(http["staging_store"], "server.http.staging_s3", errs)
+    store = http.get("staging_store")
+    if store is not None and store["bucket"]:  # a missing bucket is reported with the URL
+        _s3(store, "server.http.staging_s3", errs)
     for name in ("max_upload_size", "queue_size", "max_concurrency"):
         if http[name] <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
-    for name in ("retention", "header_timeout", "body_idle_timeout"):
+    for name in ("retention", "header_timeout", "body_idle_timeout", "publication_lease"):
         if http[name].total_seconds() <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
     for name in ("max_connections", "max_head_size"):

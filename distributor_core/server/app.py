@@ -45,6 +45,8 @@ from distributor_core.server.publisher import InlinePublisher, PublishFunction, 
 from distributor_core.server.runstatus import RunStatusSource, load_run_status_source
 from distributor_core.server.runtime import UploadRuntime
 from distributor_core.server.service import NO_UPLOAD_PIPELINE, Ticket, UploadService
+from distributor_core.server.shared import SharedUploadService
+from distributor_core.server.shared_publisher import SharedPublisher
 from distributor_core.staging import RandomSuffix, random_suffix
 from distributor_core.timefmt import Clock
 
@@ -211,12 +213,24 @@ def create_app(
     tokens = tokens if tokens is not None else _resolve_tokens(config, env)
     if publisher == "dagster" and lookup_dagster_run is None:
         lookup_dagster_run = load_run_status_source("dagster")
-    service = UploadService(
-        config, env=env, tokens=tokens, mode=publisher, clock=clock, suffix=suffix,
-        lookup_dagster_run=lookup_dagster_run, durable=durable,
-    )
-    requeue = service.open()
-    inline = InlinePublisher(service, publish=publish) if publisher == "inline" else None
+    service: UploadService | SharedUploadService
+    inline: InlinePublisher | SharedPublisher | None = None
+    if http.staging_store is not None:  # any number of replicas on one S3 staging store
+        service = SharedUploadService(
+            config, env=env, tokens=tokens, mode=publisher, clock=clock, suffix=suffix,
+            lookup_dagster_run=lookup_dagster_run,
+        )
+        requeue = service.open()
+        if publisher == "inline":
+            inline = SharedPublisher(service, publish=publish)
+    else:
+        service = UploadService(
+            config, env=env, tokens=tokens, mode=publisher, clock=clock, suffix=suffix,
+            lookup_dagster_run=lookup_dagster_run, durable=durable,
+        )
+        requeue = service.open()
+        if publisher == "inline":
+            inline = InlinePublisher(service, publish=publish)
     runtime = UploadRuntime(service, inline, requeue if inline is not None else [])
 
     @asynccontextmanager
@@ -311,7 +325,7 @@ def create_app(
 
 
 def _check_upload_request(
-    request: Request, pipeline_id: str, service: UploadService
+    request: Request, pipeline_id: str, service: UploadService | SharedUploadService
 ) -> Response | tuple[bool, str | None, UploadGrant]:
     """Checks 1 and 3–8 of interfaces §3.4 (the route itself is check 2)."""
     if has_pipeline_query(request.url.query):

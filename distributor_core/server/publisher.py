@@ -26,23 +26,35 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from distributor_core import staging as sg
 from distributor_core.app.run import RunOptions, publish_source_bundle
+from distributor_core.config import Config, Environment
 from distributor_core.execute.publish import default_holder
 from distributor_core.server.service import UploadService
-from distributor_core.storage.local import LocalStorage
+from distributor_core.staging.store import UploadStore
+from distributor_core.timefmt import Clock
 
 log = logging.getLogger("distributor.server")
 
+class PublishingService(Protocol):
+    """What a publication needs of the upload service (local or shared staging)."""
+
+    config: Config
+    env: Environment
+    clock: Clock | None
+
+    def upload_store(self, pipeline_id: str) -> UploadStore: ...
+
+
 #: ``publish(service, record) -> report`` — the default runs the pipeline's destinations
-PublishFunction = Callable[[UploadService, sg.UploadRecord], object]
+PublishFunction = Callable[[PublishingService, sg.UploadRecord], object]
 
 
-def publish_staged_upload(service: UploadService, record: sg.UploadRecord) -> object:
+def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -> object:
     """Publish a staged upload through its pipeline's destinations (source bundle path ``""``)."""
-    bundle = sg.bundle_dir(service.staging_path(record.pipeline_id), record.run_id)
-    source = LocalStorage(bundle, display="upload")
+    source = service.upload_store(record.pipeline_id).open_bundle(record.run_id)
     try:
         return publish_source_bundle(
             service.config,

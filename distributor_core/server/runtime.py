@@ -8,6 +8,8 @@ import time
 from distributor_core import staging as sg
 from distributor_core.server.publisher import InlinePublisher
 from distributor_core.server.service import UploadService
+from distributor_core.server.shared import SharedUploadService
+from distributor_core.server.shared_publisher import SharedPublisher
 
 SHUTDOWN_GRACE = 30.0
 
@@ -22,8 +24,8 @@ class UploadRuntime:
 
     def __init__(
         self,
-        service: UploadService,
-        publisher: InlinePublisher | None,
+        service: UploadService | SharedUploadService,
+        publisher: InlinePublisher | SharedPublisher | None,
         requeue: list[sg.UploadRecord],
         *,
         janitor_interval: float = 60.0,

@@ -42,6 +42,7 @@ from distributor_core.staging import (
     new_run_id,
     random_suffix,
 )
+from distributor_core.staging.store import LocalUploadStore, UploadStore
 from distributor_core.timefmt import Clock, now_seconds
 
 log = logging.getLogger("distributor.server")
@@ -467,6 +468,10 @@ class UploadService:
     def staging_path(self, pipeline_id: str) -> Path:
         return self.pipelines[pipeline_id].staging.path
 
+    def upload_store(self, pipeline_id: str) -> UploadStore:
+        """The pipeline's staged uploads as publishers see them."""
+        return LocalUploadStore(pipeline_id, self.staging_path(pipeline_id))
+
     def update(self, record: sg.UploadRecord) -> None:
         """Remember a record written to disk by a publisher; a newly failed one's staged bundle
         counts against the failed-bundle quotas from then on."""
@@ -536,23 +541,8 @@ class UploadService:
         return record.status_view()
 
     def _overlay(self, record: sg.UploadRecord) -> sg.UploadRecord:
-        if record.finished or self.lookup_dagster_run is None:
-            return record
-        try:
-            found = self.lookup_dagster_run(record.run_id)
-        except Exception as exc:  # the record still answers when Dagster cannot be reached
-            log.warning("distributor: Dagster run lookup for %s failed: %s", record.run_id, exc)
-            return record
-        if found is None:
-            return record
-        status, dagster_run_id, error = found
-        if status not in sg.STATUSES:
-            return record
-        changes: dict[str, Any] = {"status": status, "dagster_run_id": dagster_run_id or record.dagster_run_id}
-        if status == sg.FAILED:
-            pairs = [*self.redactions, *sg.staging_redactions(self.staging_path(record.pipeline_id), record.run_id)]
-            changes["error"] = sg.scrub(error or "dagster run failed", pairs)
-        return replace(record, **changes)
+        pairs = [*self.redactions, *sg.staging_redactions(self.staging_path(record.pipeline_id), record.run_id)]
+        return dagster_overlay(record, self.lookup_dagster_run, pairs)
 
     def _refresh_unfinished(self) -> None:
         """Dagster mode: the publish runs write statuses; re-read the records not yet finished."""
@@ -604,6 +594,29 @@ class UploadService:
         return expired
 
 
+def dagster_overlay(
+    record: sg.UploadRecord, lookup: DagsterLookup | None, redactions: list[tuple[str, str]]
+) -> sg.UploadRecord:
+    """``--publisher dagster``: an unfinished record as its publish run reports it (resolutions
+    D1 overlay); the record as it is when Dagster cannot be asked or does not know the upload."""
+    if record.finished or lookup is None:
+        return record
+    try:
+        found = lookup(record.run_id)
+    except Exception as exc:  # the record still answers when Dagster cannot be reached
+        log.warning("distributor: Dagster run lookup for %s failed: %s", record.run_id, exc)
+        return record
+    if found is None:
+        return record
+    status, dagster_run_id, error = found
+    if status not in sg.STATUSES:
+        return record
+    changes: dict[str, Any] = {"status": status, "dagster_run_id": dagster_run_id or record.dagster_run_id}
+    if status == sg.FAILED:
+        changes["error"] = sg.scrub(error or "dagster run failed", redactions)
+    return replace(record, **changes)
+
+
 def _light(record: sg.UploadRecord) -> sg.UploadRecord:
     """The in-memory copy of a record keeps no report (status reads go to disk)."""
     return replace(record, report=None) if record.report is not None else record
@@ -617,5 +630,6 @@ __all__ = [
     "StagingSetupError",
     "Ticket",
     "UploadService",
+    "dagster_overlay",
     "host_redactions",
 ]

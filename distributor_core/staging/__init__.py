@@ -12,7 +12,8 @@ path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
 Shared staging for several ``serve`` replicas (issue 29): :mod:`.objectstore` (records, keys,
 bundles and pending markers in an object store, every change a conditional write), admission
 numbers without a shared counter (:mod:`.ordering`) and the uploads sensor's cursor over it
-(:mod:`.pending`). Not yet used by ``serve``: a ``staging_root`` URL is still refused.
+(:mod:`.pending`), publication leases (:mod:`.leases`); :mod:`.store` is the one interface
+publishers and the Dagster side use over either kind of staging.
 
 Must not know: HTTP, FastAPI, uvicorn or Dagster. It depends only on the config models, the JSON
 and time helpers of the core, and (:mod:`.objectstore`) the storage protocol.
@@ -29,7 +30,15 @@ from distributor_core.staging.area import (
     check_private_dir,
     ensure_private_dir,
 )
-from distributor_core.staging.failed import KeptBundle, drop_bundle, kept_bundle, over_quota, staged_size
+from distributor_core.staging.failed import (
+    KeptBundle,
+    drop_bundle,
+    dropped_note,
+    kept_bundle,
+    listed_size,
+    over_quota,
+    staged_size,
+)
 from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_paths, sync_tree
 from distributor_core.staging.index import key_sha256, read_index, remove_index, write_index
 from distributor_core.staging.layout import (
@@ -123,6 +132,7 @@ __all__ = [
     "check_private_dir",
     "check_transition",
     "drop_bundle",
+    "dropped_note",
     "ensure_private_dir",
     "fsync_dir",
     "hand_back",
@@ -134,6 +144,7 @@ __all__ = [
     "kept_bundle",
     "key_sha256",
     "list_records",
+    "listed_size",
     "mark_finished",
     "mark_queued",
     "mark_running",

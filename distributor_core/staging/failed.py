@@ -57,8 +57,17 @@ def staged_size(staging_path: str | os.PathLike[str], record: UploadRecord) -> i
         manifest = os.lstat(bundle_dir(staging_path, record.run_id) / MANIFEST_NAME).st_size
     except (FileNotFoundError, NotADirectoryError):
         return None
-    listed = sum(f.get("size", 0) for f in record.manifest.get("files", []) if isinstance(f.get("size"), int))
-    return manifest + listed
+    return manifest + listed_size(record)
+
+
+def listed_size(record: UploadRecord) -> int:
+    """Bytes of the files a record's manifest lists."""
+    return sum(f.get("size", 0) for f in record.manifest.get("files", []) if isinstance(f.get("size"), int))
+
+
+def dropped_note(knob: str) -> str:
+    """What a failed record's ``error`` gains when its staged bundle is removed by a quota."""
+    return f"staged {BUNDLE_DIR} removed to stay within {knob}"
 
 
 def kept_bundle(staging_path: str | os.PathLike[str], record: UploadRecord) -> KeptBundle | None:
@@ -109,7 +118,7 @@ def drop_bundle(staging_path: str | os.PathLike[str], run_id: str, knob: str) ->
         return False
     try:
         record = read_record(path, run_id)
-        note = f"staged {BUNDLE_DIR} removed to stay within {knob}"
+        note = dropped_note(knob)
         write_record(path, replace(record, error=f"{record.error}; {note}" if record.error else note))
     except (FileNotFoundError, RecordError):
         pass  # expired meanwhile: nothing to say it to

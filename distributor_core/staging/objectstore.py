@@ -39,7 +39,7 @@ from distributor_core.staging.leases import DEFAULT_LEASE, Lease, LeaseLost, hel
 from distributor_core.staging.ordering import AdmissionClock, marker_name, parse_marker
 from distributor_core.staging.pending import PendingCursor, PendingScan
 from distributor_core.staging.records import MAX_RECORD_SIZE, UploadRecord, parse_record, record_bytes
-from distributor_core.staging.runids import is_run_id
+from distributor_core.staging.runids import is_run_id, run_id_stamp
 from distributor_core.staging.status import (
     ACCEPTED,
     FINISHED_STATUSES,
@@ -364,17 +364,25 @@ class ObjectStagingStore:
 
     # ------------------------------------------------------------------ publication leases
 
-    def claim_next(self, owner: str, duration: timedelta = DEFAULT_LEASE) -> tuple[Lease, Versioned] | None:
+    def claim_next(
+        self, owner: str, duration: timedelta = DEFAULT_LEASE, *, in_order: bool = False
+    ) -> tuple[Lease, Versioned] | None:
         """Take the first unfinished upload (admission order) that no other replica holds a live
         lease on and no Dagster run owns, and start it (``running``): the lease and the record as
-        written. ``None`` when there is nothing to take."""
+        written. ``None`` when there is nothing to take.
+
+        ``in_order``: only the first unfinished upload may be taken, so the pipeline publishes
+        one upload at a time, in admission order, whichever replicas publish (the inline
+        publisher); while another owner holds it, nothing is taken."""
         scan = PendingScan()
         for name, versioned in self._pending_entries(scan):
             record = versioned.record
             if record.dagster_run_id and record.status == RUNNING:
+                if in_order:
+                    return None
                 continue
             claimed = self.claim(record.run_id, owner, duration, marker=f"{PENDING}/{name}")
-            if claimed is not None:
+            if claimed is not None or in_order:
                 return claimed
         return None
 
@@ -441,10 +449,14 @@ class ObjectStagingStore:
     # ------------------------------------------------------------------ expiry
 
     def expire(self, retention: timedelta) -> list[str]:
-        """Remove finished records older than ``retention`` with their key entries and bundles."""
+        """Remove finished records older than ``retention`` with their key entries and bundles,
+        and the bundles of admissions that died before their record was written
+        (:meth:`sweep_orphans`)."""
         now = self._now()
         expired: list[str] = []
-        for record in self.records():
+        records = self.records()
+        self.sweep_orphans({r.run_id for r in records})
+        for record in records:
             if record.status not in FINISHED_STATUSES or record.finished_at is None:
                 continue
             if record.finished_at + retention > now:
@@ -455,6 +467,26 @@ class ObjectStagingStore:
             self._delete(self.record_path(record.run_id))
             expired.append(record.run_id)
         return expired
+
+    def sweep_orphans(self, known: set[str] | None = None) -> list[str]:
+        """Remove staged bundles without a record whose run id (its time of admission) is older
+        than ``abandon_after``: what an admission killed while it streamed its bundle left. A
+        younger one may still be an admission in flight and is left alone."""
+        if known is None:
+            known = {r.run_id for r in self.records()}
+        now = self._now()
+        removed: list[str] = []
+        for entry in self._list(BUNDLES):
+            run_id = entry.path.rstrip("/").rsplit("/", 1)[-1]
+            stamp = run_id_stamp(run_id)
+            if run_id in known or not stamp:
+                continue
+            admitted = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            if now - admitted < self.abandon_after or self.read(run_id) is not None:
+                continue
+            self.storage.delete_prefix(self.bundle_prefix(run_id), prune_empty_dirs=False)
+            removed.append(run_id)
+        return removed
 
     # ------------------------------------------------------------------ helpers
 

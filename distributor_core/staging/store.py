@@ -167,8 +167,7 @@ class SharedUploadStore:
     def has_bundle(self, run_id: str) -> bool:
         bundle = self.store.bundle_prefix(run_id)
         try:
-            # scan, not walk: a bundle of more than one entry must not exceed the limit of 1
-            return bool(self.store.storage.scan(bundle, recursive=False, limit=1, include_reserved=True).entries)
+            return bool(self.store.storage.scan(bundle, limit=1, include_reserved=True).entries)
         except StorageError as exc:
             if is_not_found(exc):
                 return False

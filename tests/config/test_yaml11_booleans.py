@@ -39,6 +39,10 @@ BOOLEAN_FIELDS: dict[str, tuple[str, Callable[[Config], Any]]] = {
         one_pipeline(destination="{id: a, backend: s3, bucket: b, force_path_style: {w}}"),
         lambda c: _s3(c).force_path_style,
     ),
+    "server.http.staging_s3.force_path_style": (
+        "server: {http: {staging_root: 's3://b/p', staging_s3: {force_path_style: {w}}}}\n" + upload_pipeline(),
+        lambda c: c.server.http.staging_store.force_path_style,
+    ),
     "publish.source": (
         with_destination("publish: {source: {w}, html: true}, transform: {markdown_to_html: {enabled: true}}"),
         lambda c: c.pipelines[0].destinations[0].publish.source,

@@ -31,10 +31,13 @@ COMMAND = Command(
     description=(
         "Serves the HTTP upload API for the config's http_upload pipelines on server.http.bind\n"
         "until SIGINT or SIGTERM. Accepted uploads are staged durably under each pipeline's\n"
-        "staging_path. With --publisher inline (the default) the server publishes them itself;\n"
-        "with --publisher dagster it only stages them for the Dagster upload sensor.\n\n"
+        "staging_path (one server per staging directory), or in the shared store of an\n"
+        "s3://bucket/prefix server.http.staging_root (any number of serve replicas). With\n"
+        "--publisher inline (the default) the servers publish them themselves; with\n"
+        "--publisher dagster they only stage them for the Dagster upload sensor.\n\n"
         "On a signal the server stops accepting requests, gives running publications up to 30 s\n"
-        "to finish and exits 0; anything left queued or running resumes at the next start.\n"
+        "to finish and exits 0; anything left queued or running resumes at the next start (on\n"
+        "S3 staging: on another replica once its publication lease has expired).\n"
         "The config defaults to ./distributor.yml."
     ),
     flags=(

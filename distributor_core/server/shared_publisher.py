@@ -1,0 +1,123 @@
+"""The inline publisher of a replica on shared S3 staging (issue 29).
+
+Every replica runs ``max_concurrency`` workers. A worker takes a pipeline's next upload from the
+store under a lease (:meth:`~distributor_core.staging.objectstore.ObjectStagingStore.claim_next`
+with ``in_order``: only a pipeline's first unfinished upload may be taken, so a pipeline publishes
+one upload at a time, in admission order, whichever replica publishes it), renews the lease every
+third of ``server.http.publication_lease`` while it publishes (:class:`~.leases.LeaseKeeper`),
+then records the outcome. A replica killed mid-publication stops renewing; once the lease has
+expired another replica takes the upload over (``running`` → ``running``) and publishes it again
+from the staged bundle, which the destination's state record makes a skip when the first attempt
+had already completed. A worker whose lease was taken over does not report its outcome.
+
+Pipelines take turns: a worker tries them round robin, starting after the pipeline it served
+last. It sleeps when nothing was there to take, until an upload is admitted on this replica or a
+second has passed (uploads admitted on other replicas are found by that poll).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+
+from distributor_core import staging as sg
+from distributor_core.server.publisher import PublishFunction, publish_staged_upload
+from distributor_core.server.shared import SharedUploadService
+from distributor_core.staging.leases import LeaseKeeper
+from distributor_core.storage import StorageError
+
+log = logging.getLogger("distributor.server")
+
+#: seconds between looks at the store when nothing was found
+POLL_INTERVAL = 1.0
+
+
+class SharedPublisher:
+    def __init__(
+        self,
+        service: SharedUploadService,
+        *,
+        max_concurrency: int | None = None,
+        publish: PublishFunction = publish_staged_upload,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        self.service = service
+        self.max_concurrency = max_concurrency or service.http.max_concurrency
+        self.publish = publish
+        self.poll_interval = poll_interval
+        self.lease = service.http.publication_lease
+        self.stopping = False
+        self._identity = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        self._turn = itertools.count()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, requeue: list[sg.UploadRecord]) -> None:
+        del requeue  # unfinished uploads are taken from the store, by any replica
+        for index in range(self.max_concurrency):
+            thread = threading.Thread(target=self._work, args=(f"{self._identity}/{index}",),
+                                      name=f"distributor-publisher-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop taking uploads (signal-handler safe: sets a flag only)."""
+        self.stopping = True
+
+    def drain(self, deadline: float) -> bool:
+        self.stopping = True
+        self.service.admitted.set()
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
+
+    def queued(self) -> int:
+        return 0
+
+    def _work(self, owner: str) -> None:
+        while not self.stopping:
+            try:
+                worked = self._take_one(owner)
+            except Exception:  # a store hiccup: look again after the poll interval
+                log.exception("distributor: taking an upload to publish failed")
+                worked = False
+            if not worked and not self.stopping:
+                self.service.admitted.wait(self.poll_interval)
+                self.service.admitted.clear()
+
+    def _take_one(self, owner: str) -> bool:
+        pipelines = list(self.service.pipelines.items())
+        start = next(self._turn) % max(1, len(pipelines))
+        for pipeline_id, pipeline in pipelines[start:] + pipelines[:start]:
+            if self.stopping:
+                return False
+            claimed = pipeline.store.claim_next(owner, self.lease, in_order=True)
+            if claimed is None:
+                continue
+            lease, started = claimed
+            self._run(pipeline_id, started.record, LeaseKeeper(pipeline.store, lease, self.lease))
+            return True
+        return False
+
+    def _run(self, pipeline_id: str, record: sg.UploadRecord, keeper: LeaseKeeper) -> None:
+        service = self.service
+        uploads = service.upload_store(pipeline_id)
+        report: object = None
+        error = ""
+        with keeper:
+            try:
+                report = self.publish(service, record)
+            except Exception as exc:
+                error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if keeper.lost:
+            log.warning("distributor: the publication lease of upload %s was taken over; its outcome is "
+                        "left to the replica that holds it", record.run_id)
+            return
+        try:
+            uploads.mark_finished(record.run_id, report=report, error=error, clock=service.clock,
+                                  redact=service.redactions)
+        except (StorageError, sg.RecordError, sg.StatusTransitionError) as exc:
+            log.warning("distributor: could not record the outcome of upload %s: %s", record.run_id, exc)
