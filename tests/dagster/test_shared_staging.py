@@ -28,7 +28,7 @@ from distributor_core.storage import Storage
 from distributor_core.timefmt import compact_stamp
 from distributor_dagster import build_definitions
 from distributor_dagster.describe import root_text, root_uri
-from tests.dagster.conftest import FROZEN, events_of, make_bundle, write_config
+from tests.dagster.conftest import FROZEN, events_of, make_bundle, observations, write_config
 from tests.dagster.reconstruct import reconstructable_job
 from tests.peers.moto import MotoServer, make_s3_storage
 
@@ -278,4 +278,34 @@ def test_a_bundle_corrupted_in_the_bucket_fails_its_upload_naming_no_bucket_or_h
     assert check.metadata["root"].value == bundle
     assert shared.keys(f"bundles/{run_id}") != []  # a failed upload keeps its staged bundle
     assert not (shared.root / "out" / "archive" / "r.md").exists()
+    assert_no_local_staging(shared)
+
+
+def test_observing_the_source_reads_the_records_and_validates_the_bundles_in_the_bucket(
+    shared: Shared, instance: dg.DagsterInstance
+) -> None:
+    store = shared.replica()
+    run_ids = [stage(shared, store, index) for index in range(2)]
+    defs = build_definitions(shared.config)
+    source = dg.AssetKey(["reports_daily"])
+    job = defs.resolve_implicit_global_asset_job_def()
+
+    def observe() -> tuple[dg.AssetObservation, Any]:
+        result = job.execute_in_process(asset_selection=[source], instance=instance)
+        (observation,) = observations(result)
+        (check,) = [e.event_specific_data for e in events_of(result, "ASSET_CHECK_EVALUATION")]
+        return observation, check
+
+    observation, check = observe()
+    assert observation.metadata["newest_upload"].value == run_ids[-1]
+    assert "uploads_admitted" not in observation.metadata
+    assert check.passed and check.description == "2 staged upload(s) valid"
+
+    client = shared.server.client()
+    try:
+        client.put_object(Bucket=shared.bucket, Key=f"{PREFIX}/{PIPELINE}/bundles/{run_ids[0]}/r.md", Body=b"# X\n")
+    finally:
+        client.close()
+    _, check = observe()
+    assert not check.passed and check.description.startswith(f"upload {run_ids[0]}: ")
     assert_no_local_staging(shared)
