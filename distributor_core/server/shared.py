@@ -306,33 +306,46 @@ class SharedUploadService:
             ticket.archive.unlink(missing_ok=True)
 
     def commit(self, ticket: Ticket, manifest: Manifest) -> Accepted:
-        """Admit a staged upload into the store, or answer it as the replay of its scope."""
+        """Admit a staged upload into the store, or answer it as the replay of its scope.
+
+        A scope already settled is answered before anything is written. Otherwise the bundle is
+        streamed first and the key claimed after it (the key is held only for the last three
+        small writes, :mod:`~distributor_core.staging.objectstore`); a request that lost the race
+        for the key removes its bundle and answers as the winner's replay (or ``409``)."""
         pipeline = self.pipelines[ticket.pipeline_id]
         store = pipeline.store
         identity = manifest_to_obj(manifest)
+        if ticket.key is not None:
+            holder = store.key_holder(ticket.token_id, ticket.key)
+            settled = store.read(holder) if holder is not None and sg.is_run_id(holder) else None
+            if settled is not None:  # a replay (or a conflict), answered before anything is written
+                return self._answer_taken(store, settled.record.run_id, identity, ticket.key, settled.record)
+        started = time.monotonic()
         now = now_seconds(self.clock)
         run_id = new_run_id(ticket.pipeline_id, now, self.suffix)
-        since: float | None = None
-        if ticket.key is not None:
-            claim = store.claim_key(ticket.token_id, ticket.key, run_id)
-            if not claim.claimed:
-                if claim.record is None:
-                    raise errors.key_in_flight()
-                if claim.record.manifest == identity and claim.record.idempotency_key == ticket.key:
-                    return Accepted(dict(claim.record.response), True)
-                raise errors.key_conflict()
-            since = claim.since
         response = {"run_id": run_id, "pipeline_id": ticket.pipeline_id, "status": sg.ACCEPTED,
                     "status_url": f"/runs/{run_id}"}
         try:
             files = [(MANIFEST_NAME, None, None), *((f.path, f.size, f.sha256) for f in manifest.files)]
             store.put_bundle(run_id, ticket.bundle, files)
+            if time.monotonic() - started > self.http.retention.total_seconds() / 2:
+                # expiry removes a bundle without a record once it is older than the retention
+                raise StoreConflict("streaming the bundle to the staging store took too long")
+            since: float | None = None
+            if ticket.key is not None:
+                claim = store.claim_key(ticket.token_id, ticket.key, run_id)
+                if not claim.claimed:
+                    store.storage.delete_prefix(store.bundle_prefix(run_id), prune_empty_dirs=False)
+                    return self._answer_taken(store, claim.holder, identity, ticket.key, claim.record)
+                since = claim.since
             record = sg.UploadRecord(
                 run_id=run_id, seq=store.next_number(), pipeline_id=ticket.pipeline_id, token_id=ticket.token_id,
                 idempotency_key=ticket.key, manifest=identity, response=response, status=sg.ACCEPTED,
                 accepted_at=now,
             )
             store.admit(record, since=since)
+        except errors.UploadRejected:
+            raise
         except BaseException as exc:
             self._undo(store, run_id, ticket)
             if isinstance(exc, StoreConflict):
@@ -345,6 +358,23 @@ class SharedUploadService:
                 ticket.reserved = False
         self.admitted.set()
         return Accepted(dict(response), False)
+
+    @staticmethod
+    def _answer_taken(
+        store: ObjectStagingStore, holder: str, identity: dict[str, Any], key: str,
+        record: sg.UploadRecord | None = None,
+    ) -> Accepted:
+        """The answer to a request whose scope ``holder`` holds: the replay of the same upload,
+        ``409 key in flight`` while the holder is still being admitted, ``409`` conflict for
+        another upload under the same key."""
+        if record is None:
+            found = store.read(holder) if sg.is_run_id(holder) else None
+            record = found.record if found is not None else None
+        if record is None:
+            raise errors.key_in_flight()
+        if record.manifest == identity and record.idempotency_key == key:
+            return Accepted(dict(record.response), True)
+        raise errors.key_conflict()
 
     @staticmethod
     def _undo(store: ObjectStagingStore, run_id: str, ticket: Ticket) -> None:

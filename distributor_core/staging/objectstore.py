@@ -13,12 +13,14 @@ shared counter. One store per pipeline, rooted at its own prefix::
     pending/<number>.<run id>         empty; written before the record and removed once the upload
                                       finished: the listing of unfinished uploads (:mod:`.pending`)
 
-Admission (:meth:`ObjectStagingStore.claim_key`, :meth:`put_bundle`, :meth:`admit`): the key
-entry first, then the bundle, the marker and last the record. The upload is accepted once its
-record exists; a crash before that leaves at most a key entry and a marker without a record,
-which are taken over (key) or removed (marker) once they are ``abandon_after`` old. An
-admission that took longer than half of ``abandon_after`` since it claimed its key gives up
-before writing its record, so a key is never taken over from an admission that still completes.
+Admission (:meth:`ObjectStagingStore.put_bundle`, :meth:`claim_key`, :meth:`admit`): the
+bundle first, then the key entry, the marker and last the record, so the key is held only for
+three small writes however long the bundle took. The upload is accepted once its record exists;
+a crash before that leaves at most a bundle, a key entry and a marker without a record: the key is
+taken over and the marker removed once they are ``abandon_after`` old, the bundle by
+:meth:`expire` once it is older than the retention. An admission that took longer than half of
+``abandon_after`` since it claimed its key gives up before writing its record, so a key is never
+taken over from an admission that still completes.
 
 Status changes go through the transition table (:mod:`.status`) and are compare-and-swap on the
 record's revision: two replicas that both try to start the same upload cannot both succeed.
@@ -64,7 +66,7 @@ BUNDLES = "bundles"
 KEYS = "keys"
 PENDING = "pending"
 #: default time after which an admission without its record is considered dead
-DEFAULT_ABANDON_AFTER = timedelta(minutes=10)
+DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
 #: read-modify-write attempts of an unconditional update before giving up
 MAX_UPDATE_ATTEMPTS = 20
 _KEY_ENTRY_SIZE = 4096
@@ -451,11 +453,11 @@ class ObjectStagingStore:
     def expire(self, retention: timedelta) -> list[str]:
         """Remove finished records older than ``retention`` with their key entries and bundles,
         and the bundles of admissions that died before their record was written
-        (:meth:`sweep_orphans`)."""
+        older than ``retention`` (:meth:`sweep_orphans`)."""
         now = self._now()
         expired: list[str] = []
         records = self.records()
-        self.sweep_orphans({r.run_id for r in records})
+        self.sweep_orphans({r.run_id for r in records}, retention)
         for record in records:
             if record.status not in FINISHED_STATUSES or record.finished_at is None:
                 continue
@@ -468,12 +470,15 @@ class ObjectStagingStore:
             expired.append(record.run_id)
         return expired
 
-    def sweep_orphans(self, known: set[str] | None = None) -> list[str]:
-        """Remove staged bundles without a record whose run id (its time of admission) is older
-        than ``abandon_after``: what an admission killed while it streamed its bundle left. A
-        younger one may still be an admission in flight and is left alone."""
+    def sweep_orphans(self, known: set[str] | None = None, older_than: timedelta | None = None) -> list[str]:
+        """Remove staged bundles without a record whose run id (the time its admission began) is
+        older than ``older_than`` (default ``abandon_after``): what an admission killed while it
+        streamed its bundle left. :meth:`expire` passes the retention: an admission still
+        streaming a large bundle must not lose it, and ``serve`` gives up an admission whose
+        bundle took longer than half of that (:class:`~distributor_core.server.shared`)."""
         if known is None:
             known = {r.run_id for r in self.records()}
+        older_than = max(older_than or self.abandon_after, self.abandon_after)
         now = self._now()
         removed: list[str] = []
         for entry in self._list(BUNDLES):
@@ -482,7 +487,7 @@ class ObjectStagingStore:
             if run_id in known or not stamp:
                 continue
             admitted = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-            if now - admitted < self.abandon_after or self.read(run_id) is not None:
+            if now - admitted < older_than or self.read(run_id) is not None:
                 continue
             self.storage.delete_prefix(self.bundle_prefix(run_id), prune_empty_dirs=False)
             removed.append(run_id)

@@ -466,18 +466,18 @@ def test_a_lease_keeper_keeps_the_upload_and_says_when_it_was_lost(case: StoreCa
     assert late.lost
 
 
-def test_the_bundle_of_an_admission_killed_before_its_record_is_swept_once_abandoned(
+def test_the_bundle_of_an_admission_killed_before_its_record_is_swept_after_the_retention(
     case: StoreCase, tmp_path: Path
 ) -> None:
     (tmp_path / "a.txt").write_bytes(b"hello")
     files = [("a.txt", 5, None)]
-    young = case.replica(now=lambda: AT + timedelta(minutes=5))
-    old = case.replica(now=lambda: AT + timedelta(minutes=11))
-    young.put_bundle(_run_id(1), tmp_path, files)  # killed here: no marker, no record
+    young = case.replica(now=lambda: AT + timedelta(hours=5))
+    old = case.replica(now=lambda: AT + timedelta(hours=25))
+    young.put_bundle(_run_id(1), tmp_path, files)  # killed here: no key, no marker, no record
     admitted = _record(young, 2)
     young.put_bundle(admitted.run_id, tmp_path, files)
     young.admit(admitted)
-    young.expire(timedelta(hours=24))  # five minutes on: may still be an admission in flight
+    young.expire(timedelta(hours=24))  # five hours on: may still be a large bundle streaming in
     assert case.raw(f"{young.bundle_prefix(_run_id(1))}/a.txt") == b"hello"
     old.expire(timedelta(hours=24))
     assert case.raw(f"{old.bundle_prefix(_run_id(1))}/a.txt") is None
