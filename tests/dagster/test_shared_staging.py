@@ -1,7 +1,7 @@
 """Dagster publication from a shared ``s3://`` staging store (issue 29 item 3), against a real moto
 server on 127.0.0.1 with authentication enforced: uploads are staged in the bucket as ``serve``
-replicas stage them (:class:`~distributor_core.staging.objectstore.ObjectStagingStore`: key,
-bundle, pending marker, record), the uploads sensor lists the store's pending markers, and the
+replicas stage them (:class:`~distributor_core.staging.objectstore.ObjectStagingStore`: bundle,
+key, pending marker, record), the uploads sensor lists the store's pending markers, and the
 publish run reads each bundle from the bucket and writes the record's status there: no local
 staging directory is involved."""
 
@@ -109,17 +109,17 @@ def shared(tmp_path: Path, moto_server: MotoServer, monkeypatch: pytest.MonkeyPa
 
 def stage(shared: Shared, store: ObjectStagingStore, index: int, *, seq: int | None = None) -> str:
     """Admit upload ``index`` (version ``index`` of bundle ``reports.daily``, ``r.md`` = ``# index``)
-    as a replica does: idempotency key, bundle, pending marker, record."""
+    as a replica does: bundle, idempotency key, pending marker, record."""
     bundle = make_bundle(shared.root / f"bundle{index}", PIPELINE, {"r.md": f"# {index}\n"},
                          created=FROZEN + timedelta(minutes=index))
     manifest: dict[str, Any] = json.loads((bundle / "manifest.json").read_text())
     run_id = f"{PIPELINE}.{compact_stamp(FROZEN)}.{index:08x}"
     key = f"key-{index}"
-    claim = store.claim_key("producer", key, run_id)
-    assert claim.claimed
     files = [("manifest.json", None, None), *((f["path"], f["size"], f["sha256"]) for f in manifest["files"])]
     store.put_bundle(run_id, bundle, files)
     shutil.rmtree(bundle)  # the publication can only read it from the bucket
+    claim = store.claim_key("producer", key, run_id)
+    assert claim.claimed
     record = sg.UploadRecord(
         run_id=run_id, seq=seq if seq is not None else store.next_number(), pipeline_id=PIPELINE,
         token_id="producer", idempotency_key=key, manifest=manifest,
