@@ -4,8 +4,9 @@
 A ``local``, ``ssh`` or ``s3`` source is listed and its manifests are read (nothing is hashed):
 a partitioned source gets one observation per bundle partition (the run's partitions, or every
 bundle, whose missing partitions are added), an unpartitioned one a single observation with the
-newest bundle's digest. An ``http_upload`` pipeline's source is its upload staging area: the
-records are read and the newest upload is the one admitted last (highest ``seq``).
+newest bundle's digest. An ``http_upload`` pipeline's source is its upload staging area (a local
+directory or a shared ``s3://`` store, read through its upload store): the records are read and
+the newest upload is the one admitted last (highest ``seq``).
 
 With the source check ``bundle_valid`` selected, the same bundles are also validated (every
 file's size and sha256) and each gets its check result.
