@@ -2,36 +2,17 @@
 
 Which uploads a tick requests is the upload store's answer
 (:meth:`~distributor_core.staging.store.UploadStore.scan_accepted`): the cheap scan of a local
-staging path and its cursor now live in :mod:`distributor_core.staging.accepted` and are
-re-exported here; a shared ``s3://`` store lists its pending markers instead. This module keeps
-the observation of the staging area (:func:`uploads_view`).
+staging path and its cursor live in :mod:`distributor_core.staging.accepted`; a shared ``s3://``
+store lists its pending markers instead. This module holds the observation of the staging area
+(:func:`uploads_view`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from distributor_core import staging
-from distributor_core.staging.accepted import (
-    CURSOR_VERSION,
-    READ_BUDGET,
-    STAMP_MARGIN,
-    UploadCursor,
-    UploadScan,
-    batches,
-    inline_owned,
-    run_id_stamp,
-    scan_staging,
-    window_start,
-)
-from distributor_core.staging.scan import issued_seq
 from distributor_dagster.sources import Seen, SourceSnapshot, seen_upload
-
-
-def staged_records(staging_path: Path, *, errors: list[tuple[str, str]]) -> list[staging.UploadRecord]:
-    """Every upload record of a staging area in admission order (unreadable ones into ``errors``)."""
-    return staging.list_records(staging_path, errors=errors)
 
 
 def uploads_view(
@@ -49,18 +30,4 @@ def uploads_view(
     return SourceSnapshot(count, last, noun="upload")
 
 
-__all__ = [
-    "CURSOR_VERSION",
-    "READ_BUDGET",
-    "STAMP_MARGIN",
-    "UploadCursor",
-    "UploadScan",
-    "batches",
-    "inline_owned",
-    "issued_seq",
-    "run_id_stamp",
-    "scan_staging",
-    "staged_records",
-    "uploads_view",
-    "window_start",
-]
+__all__ = ["uploads_view"]
