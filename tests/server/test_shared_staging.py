@@ -25,8 +25,8 @@ from tests.server.harness import (
     published,
     run_server,
     upload,
-    wait_until,
     wait_status,
+    wait_until,
     write_setup,
 )
 
