@@ -80,8 +80,8 @@ def _naive_scan(staging_path: Path) -> float:
 def main() -> c.Report:
     import dagster as dg
 
+    from distributor_core.staging.accepted import UploadCursor
     from distributor_dagster import build_definitions
-    from distributor_dagster.sensors.staging_scan import UploadCursor
 
     work = c.workdir("p7")
     try:

@@ -16,6 +16,8 @@ def root_uri(storage: Storage) -> str:
     if isinstance(storage, LocalBackend):
         return Path(storage.resolved_path).absolute().as_uri()
     if isinstance(storage, HTTPUploadSource):
+        if storage.staging_store is not None:  # a shared staging store: its part of the bucket
+            return root_uri(storage.staging_store)
         return Path(storage.staging_path).absolute().as_uri()
     if isinstance(storage, SSHBackend):
         port = "" if storage.port == 22 else f":{storage.port}"
@@ -28,6 +30,8 @@ def root_uri(storage: Storage) -> str:
 def root_text(storage: Storage) -> str:
     """The resolved, absolute root as an operator reads it: its URI, and for an S3-compatible
     service its endpoint."""
+    if isinstance(storage, HTTPUploadSource) and storage.staging_store is not None:
+        return root_text(storage.staging_store)
     if isinstance(storage, S3Backend) and storage.endpoint:
         return f"{root_uri(storage)} at {storage.endpoint}"
     return root_uri(storage)

@@ -4,8 +4,9 @@
 A ``local``, ``ssh`` or ``s3`` source is listed and its manifests are read (nothing is hashed):
 a partitioned source gets one observation per bundle partition (the run's partitions, or every
 bundle, whose missing partitions are added), an unpartitioned one a single observation with the
-newest bundle's digest. An ``http_upload`` pipeline's source is its upload staging area: the
-records are read and the newest upload is the one admitted last (highest ``seq``).
+newest bundle's digest. An ``http_upload`` pipeline's source is its upload staging area (a local
+directory or a shared ``s3://`` store, read through its upload store): the records are read and
+the newest upload is the one admitted last (highest ``seq``).
 
 With the source check ``bundle_valid`` selected, the same bundles are also validated (every
 file's size and sha256) and each gets its check result.
@@ -14,13 +15,11 @@ file's size and sha256) and each gets its check result.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from distributor_core import paths as lp
-from distributor_core import staging
 from distributor_core.app.run import load_valid_bundle
 from distributor_core.app.run_options import RunOptions
 from distributor_core.bundle import BundleError
@@ -28,11 +27,11 @@ from distributor_core.config import Pipeline
 from distributor_core.source import discover_bundles
 from distributor_core.storage.base import Storage
 from distributor_core.storage.factory import open_source_storage
-from distributor_core.storage.local import LocalStorage
 from distributor_dagster.checks import SOURCE_CHECK, Outcome, bundle_outcome, run_partition_keys
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.partitions import add_partitions, bundle_key, bundle_path, keyed
-from distributor_dagster.sensors.staging_scan import staged_records, uploads_view
+from distributor_dagster.publish.uploads import staged_bundle, upload_store
+from distributor_dagster.sensors.staging_scan import uploads_view
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
 
@@ -45,24 +44,26 @@ def _validate(pipeline: Pipeline, source: Storage, path: str) -> Outcome:
     return bundle_outcome(path, bundle.manifest.digest, None)
 
 
-def _observe_uploads(context: Any, pipeline: Pipeline, key: dg.AssetKey, validate: bool) -> Iterator[Any]:
+def _observe_uploads(
+    context: Any, site: Site, pipeline: Pipeline, key: dg.AssetKey, validate: bool
+) -> Iterator[Any]:
     errors: list[tuple[str, str]] = []
-    where = Path(pipeline.source.staging_path)  # type: ignore[union-attr]
-    records = staged_records(where, errors=errors)
-    for run_id, error in errors:
-        context.log.warning(f"unreadable upload record {run_id}: {error}")
-    view = uploads_view(records)
-    context.log.info(view.description())
-    yield view.observe_result(key)
-    if not validate:
-        return
-    staged = [r for r in records if staging.bundle_dir(where, r.run_id).is_dir()]
-    failed = []
-    for record in staged:
-        with LocalStorage(str(staging.bundle_dir(where, record.run_id)), display="<upload>") as source:
-            outcome = _validate(pipeline, source, "")
-        if not outcome.passed:
-            failed.append(f"upload {record.run_id}: {outcome.description}")
+    with upload_store(pipeline, site.environment()) as store:
+        records = store.records(errors)
+        for run_id, error in errors:
+            context.log.warning(f"unreadable upload record {run_id}: {error}")
+        view = uploads_view(records, counted=store.counts_admissions)
+        context.log.info(view.description())
+        yield view.observe_result(key)
+        if not validate:
+            return
+        staged = [r for r in records if store.has_bundle(r.run_id)]
+        failed = []
+        for record in staged:
+            with staged_bundle(pipeline, record.run_id, store=store) as source:
+                outcome = _validate(pipeline, source, "")
+            if not outcome.passed:
+                failed.append(f"upload {record.run_id}: {outcome.description}")
     description = "; ".join(failed) if failed else f"{len(staged)} staged upload(s) valid"
     yield dg.AssetCheckResult(asset_key=key, check_name=SOURCE_CHECK, passed=not failed, description=description,
                               metadata={"staged_uploads": dg.MetadataValue.int(len(staged))})
@@ -74,7 +75,7 @@ def observe_source(
     """The observe function of the source asset."""
     key = dg.AssetKey(list(names.source_key))
     if pipeline.is_upload:
-        yield from _observe_uploads(context, pipeline, key, validate)
+        yield from _observe_uploads(context, site, pipeline, key, validate)
         return
     keys = run_partition_keys(context) if names.partitioned else None
     with open_source_storage(pipeline.source, site.environment(), dry_run=True) as source:

@@ -74,8 +74,9 @@ def newest(bundles: Iterable[Seen]) -> Seen | None:
 class SourceSnapshot:
     """What one observation says about a source."""
 
-    #: bundles in the source; for an upload staging area, uploads admitted so far (highest ``seq``)
-    bundle_count: int
+    #: bundles in the source; for an upload staging area, uploads admitted so far (highest ``seq``),
+    #: ``None`` for a shared staging store, which keeps no count
+    bundle_count: int | None
     newest: Seen | None
     #: what the bundles are called in metadata ("bundle" or "upload")
     noun: str = "bundle"
@@ -90,7 +91,9 @@ class SourceSnapshot:
 
     def metadata(self) -> dict[str, Any]:
         count = "uploads_admitted" if self.noun == "upload" else "bundle_count"
-        metadata: dict[str, Any] = {count: dg.MetadataValue.int(self.bundle_count)}
+        metadata: dict[str, Any] = {}
+        if self.bundle_count is not None:
+            metadata[count] = dg.MetadataValue.int(self.bundle_count)
         if self.newest is not None:
             # an upload is named by its run id, a bundle by its source-relative path
             metadata[f"newest_{self.noun}"] = self._where()
@@ -107,6 +110,8 @@ class SourceSnapshot:
         if self.newest is None:
             return f"no {self.noun}s"
         count = f"{self.bundle_count} upload(s) admitted" if self.noun == "upload" else f"{self.bundle_count} bundle(s)"
+        if self.bundle_count is None:
+            return f"newest {self._where()} (id {self.newest.bundle_id}, created {format_precise(self.newest.created)})"
         return (
             f"{count}; newest {self._where()} (id {self.newest.bundle_id}, "
             f"created {format_precise(self.newest.created)})"

@@ -130,7 +130,10 @@ def _join(*parts: str) -> str:
 def root_location(storage: Any) -> str:
     """A storage config's root as an operator types it: the absolute local directory,
     ``ssh://user@host:port/path`` or ``s3://bucket/prefix`` (``at <endpoint>`` for an
-    S3-compatible service); a plain path (an upload's staged bundle directory) made absolute."""
+    S3-compatible service); a plain path (an upload's staged bundle directory) made absolute; a URL
+    (an upload's staged bundle in a shared ``s3://`` staging store) as it is."""
+    if isinstance(storage, str) and "://" in storage:
+        return storage
     if isinstance(storage, (str, os.PathLike)):
         return os.path.abspath(os.fspath(storage))
     backend = getattr(storage, "backend", None)

@@ -11,8 +11,12 @@ from the staged bundle, which the destination's state record makes a skip when t
 had already completed. A worker whose lease was taken over does not report its outcome.
 
 Pipelines take turns: a worker tries them round robin, starting after the pipeline it served
-last. It sleeps when nothing was there to take, until an upload is admitted on this replica or a
-second has passed (uploads admitted on other replicas are found by that poll).
+last. It sleeps when nothing was there to take, until an upload is admitted on this replica (the
+replica that admits an upload is woken at once, so it usually publishes it) or the poll interval
+has passed: one second, doubled after every empty look up to ten, so idle replicas cost the store
+about one listing per pipeline every ten seconds each. Uploads admitted on other replicas, and
+publications whose lease expired, are found by that poll: failover takes the lease plus at most
+one poll interval.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from distributor_core.storage import StorageError
 
 log = logging.getLogger("distributor.server")
 
-#: seconds between looks at the store when nothing was found
+#: seconds before the next look at the store after one that found nothing; doubled up to
+#: ``MAX_POLL_INTERVAL`` while nothing is found
 POLL_INTERVAL = 1.0
+MAX_POLL_INTERVAL = 10.0
 
 
 class SharedPublisher:
@@ -78,15 +84,21 @@ class SharedPublisher:
         return 0
 
     def _work(self, owner: str) -> None:
+        interval = self.poll_interval
         while not self.stopping:
             try:
                 worked = self._take_one(owner)
             except Exception:  # a store hiccup: look again after the poll interval
                 log.exception("distributor: taking an upload to publish failed")
                 worked = False
-            if not worked and not self.stopping:
-                self.service.admitted.wait(self.poll_interval)
+            if worked:
+                interval = self.poll_interval
+                continue
+            if not self.stopping and self.service.admitted.wait(interval):
                 self.service.admitted.clear()
+                interval = self.poll_interval
+            else:
+                interval = min(interval * 2, max(self.poll_interval, MAX_POLL_INTERVAL))
 
     def _take_one(self, owner: str) -> bool:
         pipelines = list(self.service.pipelines.items())

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from distributor_core.config import HTTPUploadSource, Pipeline
 from distributor_core.staging import records as rc
+from distributor_core.staging.accepted import AcceptedScan, scan_local, scan_pending
 from distributor_core.staging.layout import RecordError, bundle_dir
 from distributor_core.staging.objectstore import ObjectStagingStore
 from distributor_core.staging.redact import staging_redactions
@@ -37,6 +38,9 @@ class UploadStore(Protocol):
     pipeline_id: str
     #: where the uploads are staged, for messages (a directory, or ``s3://bucket/prefix``)
     display: str
+    #: whether ``seq`` counts admissions (a local staging path's counter; a shared store's numbers
+    #: are times), so the highest ``seq`` is the number of uploads admitted
+    counts_admissions: bool
 
     def read(self, run_id: str) -> rc.UploadRecord:
         """The record; :class:`FileNotFoundError` when there is none, :class:`RecordError` when it
@@ -73,6 +77,17 @@ class UploadStore(Protocol):
 
     def close(self) -> None: ...
 
+    def bundle_location(self, run_id: str) -> str:
+        """Where the staged bundle of ``run_id`` is, for messages: its directory, or
+        ``s3://bucket/prefix/bundles/<run id>``."""
+        ...
+
+    def scan_accepted(self, cursor: str | None, *, limit: int, batch_size: int) -> AcceptedScan:
+        """One tick of the Dagster uploads sensor from its cursor text: the ``accepted`` uploads not
+        requested before (at most ``limit``) in runs of at most ``batch_size``, and the next cursor
+        (:mod:`.accepted`). An upload admitted late by a slower replica is never passed over."""
+        ...
+
 
 class LocalUploadStore:
     """The staging directory of one ``serve`` process."""
@@ -81,6 +96,7 @@ class LocalUploadStore:
         self.pipeline_id = pipeline_id
         self.path = Path(path)
         self.display = str(self.path)
+        self.counts_admissions = True
 
     def read(self, run_id: str) -> rc.UploadRecord:
         return rc.read_record(self.path, run_id)
@@ -113,6 +129,12 @@ class LocalUploadStore:
     def close(self) -> None:
         pass
 
+    def bundle_location(self, run_id: str) -> str:
+        return str(bundle_dir(self.path, run_id))
+
+    def scan_accepted(self, cursor: str | None, *, limit: int, batch_size: int) -> AcceptedScan:
+        return scan_local(self.path, cursor, limit=limit, batch_size=batch_size)
+
 
 class SharedUploadStore:
     """A pipeline's part of a shared ``s3://`` staging root (:class:`.objectstore.ObjectStagingStore`)."""
@@ -121,6 +143,7 @@ class SharedUploadStore:
         self.store = store
         self.pipeline_id = store.pipeline_id
         self.display = display
+        self.counts_admissions = False
         #: this host's directory for uploads being received (scrubbed from errors like a path)
         self.scratch = scratch
 
@@ -178,6 +201,12 @@ class SharedUploadStore:
     def close(self) -> None:
         self.store.storage.close()
 
+    def bundle_location(self, run_id: str) -> str:
+        return f"{self.display}/{self.store.bundle_prefix(run_id)}"
+
+    def scan_accepted(self, cursor: str | None, *, limit: int, batch_size: int) -> AcceptedScan:
+        return scan_pending(self.store, cursor, limit=limit, batch_size=batch_size)
+
 
 def shared_display(source: HTTPUploadSource) -> str:
     store = source.staging_store
@@ -199,4 +228,4 @@ def open_upload_store(pipeline: Pipeline, env: Any = None) -> UploadStore:
     return SharedUploadStore(ObjectStagingStore(storage, pipeline.id), shared_display(source), source.staging_path)
 
 
-__all__ = ["LocalUploadStore", "SharedUploadStore", "UploadStore", "open_upload_store"]
+__all__ = ["AcceptedScan", "LocalUploadStore", "SharedUploadStore", "UploadStore", "open_upload_store"]

@@ -80,11 +80,12 @@ def publish_entries(
     entries: list[tuple[Item, ActionReport]] = []
     options = selection.run_options(destination.id, dry_run=selection.dry_run, clock=site.options.clock,
                                     holder=lock_holder)
-    with DestinationPool(site.environment(), dry_run=selection.dry_run) as pool:
+    with DestinationPool(site.environment(), dry_run=selection.dry_run) as pool, \
+            uploads.item_store(pipeline, site.environment()) as store:
         for group in by_source.values():
             items = {valid.item.bundle_path: valid.item for valid in group}
             bundles = [SourceBundle(valid.item.bundle_path, valid.manifest) for valid in group]
-            with open_item_source(site, pipeline, group[0].item, dry_run=selection.dry_run) as source:
+            with open_item_source(site, pipeline, group[0].item, dry_run=selection.dry_run, store=store) as source:
                 done = publish_destination(pipeline, destination, source, bundles, pool=pool, options=options)
             entries.extend((items[entry.bundle_path], detached(entry)) for entry in done)
     return entries
@@ -120,7 +121,8 @@ def publish_op(
     )
     def publish(context: dg.OpExecutionContext, validated: Validated):  # type: ignore[no-untyped-def]
         if pipeline.is_upload:  # a re-execution publishes only the uploads not yet published
-            validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock)
+            validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
+                                                 env=site.environment())
         selection = validated.selection
         selected = context.selected_output_names
         result = DestinationResult(destination.id)

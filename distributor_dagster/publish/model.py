@@ -15,8 +15,10 @@ from distributor_core.timefmt import Clock
 
 @dataclass(frozen=True)
 class Item:
-    """One bundle a run publishes: a source-relative bundle path, or a staged upload (published
-    as a local source rooted at its staged bundle directory, bundle path ``""``)."""
+    """One bundle a run publishes: a source-relative bundle path, or a staged upload (bundle path
+    ``""`` of its staged bundle, read through the pipeline's upload store; ``source_root`` says
+    where it is, for messages: its staging directory, or its ``s3://`` location in a shared
+    staging store)."""
 
     bundle_path: str
     upload_run_id: str | None = None

@@ -24,9 +24,9 @@ from distributor_core.app.run import CheckedBundle, check_bundles, find_bundles,
 from distributor_core.app.run_options import RunOptions
 from distributor_core.app.setup import SetupError
 from distributor_core.config import ConfigLookupError, Destination, Pipeline
+from distributor_core.staging.store import UploadStore
 from distributor_core.storage.base import Storage
 from distributor_core.storage.factory import open_source_storage
-from distributor_core.storage.local import LocalStorage
 from distributor_dagster.checks import SOURCE_CHECK, bundle_outcome, run_partition_keys
 from distributor_dagster.failure import failure, refusal_metadata
 from distributor_dagster.names import GraphNames, PipelineNames
@@ -45,10 +45,13 @@ TARGET_HINT = "materialize only that destination asset, or set destination in th
 
 
 @contextmanager
-def open_item_source(site: Site, pipeline: Pipeline, item: Item, *, dry_run: bool) -> Iterator[Storage]:
-    """The pipeline source, or the staged bundle directory of an upload."""
-    if item.source_root is not None:
-        with LocalStorage(item.source_root, display="<upload>") as staged:
+def open_item_source(
+    site: Site, pipeline: Pipeline, item: Item, *, dry_run: bool, store: UploadStore | None = None
+) -> Iterator[Storage]:
+    """The pipeline source, or the staged bundle of an upload, read through the pipeline's upload
+    store (``store`` when open already): a local directory or the shared staging bucket."""
+    if item.upload_run_id is not None:
+        with uploads.staged_bundle(pipeline, item.upload_run_id, site.environment(), store) as staged:
             yield staged
         return
     with open_source_storage(pipeline.source, site.environment(), dry_run=dry_run) as source:
@@ -156,23 +159,24 @@ def _upload_items(
     """The uploads of this run: the one named, the batch named, or every upload still waiting, in
     admission order."""
     named = config.named_uploads()
-    if config.upload_run_id:
-        records = [uploads.open_upload(pipeline, config.upload_run_id)]
-    elif named is not None:
-        records = uploads.batch_records(context, site.config, pipeline, named, dry_run=config.dry_run,
-                                        clock=site.options.clock)
-    else:
-        records = uploads.waiting(pipeline)
-        if not records:
-            context.log.info(f"no upload of pipeline {pipeline.id} is waiting to be published")
     items = []
-    for record in records:
-        if not config.dry_run:
-            uploads.mark_running(pipeline, record.run_id, context.run_id, site.options.clock)
-        context.log.info(
-            f"upload {record.run_id} (seq {record.seq}, bundle id {record.bundle_id}, token {record.token_id})"
-        )
-        items.append(Item("", record.run_id, uploads.bundle_root(pipeline, record.run_id)))
+    with uploads.upload_store(pipeline, site.environment()) as store:
+        if config.upload_run_id:
+            records = [uploads.open_upload(pipeline, config.upload_run_id, store)]
+        elif named is not None:
+            records = uploads.batch_records(context, site.config, pipeline, named, dry_run=config.dry_run,
+                                            store=store, clock=site.options.clock)
+        else:
+            records = uploads.waiting(pipeline, store)
+            if not records:
+                context.log.info(f"no upload of pipeline {pipeline.id} is waiting to be published")
+        for record in records:
+            if not config.dry_run:
+                uploads.mark_running(store, record.run_id, context.run_id, site.options.clock)
+            context.log.info(
+                f"upload {record.run_id} (seq {record.seq}, bundle id {record.bundle_id}, token {record.token_id})"
+            )
+            items.append(Item("", record.run_id, store.bundle_location(record.run_id)))
     return items
 
 
@@ -222,17 +226,18 @@ def _checked_items(
     (an upload's staged bundle, or the pipeline's source for all its bundles). A failure other
     than an invalid bundle fails the step, and the upload it happened to (its record says why)."""
     options = RunOptions(dry_run=selection.dry_run)
-    for _, grouped in groupby(selection.items, key=lambda item: item.source_root):
-        items = list(grouped)
-        try:
-            with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run) as source:
-                checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options)
-                yield from zip(items, checked, strict=True)
-        except Exception as exc:
-            if items[0].upload_run_id:  # an upload is a group of its own
-                uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, str(exc),
-                             selection.dry_run, site.options.clock)
-            raise
+    with uploads.item_store(pipeline, site.environment()) as store:
+        for _, grouped in groupby(selection.items, key=lambda item: item.source_root):
+            items = list(grouped)
+            try:
+                with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run, store=store) as source:
+                    checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options)
+                    yield from zip(items, checked, strict=True)
+            except Exception as exc:
+                if items[0].upload_run_id:  # an upload is a group of its own
+                    uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, str(exc),
+                                 selection.dry_run, site.options.clock, store=store)
+                raise
 
 
 def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
@@ -264,7 +269,7 @@ def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
                 outcome.metadata.update(refusal_metadata([refusal]))
                 if item.upload_run_id:
                     uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, selection.dry_run,
-                                 site.options.clock)
+                                 site.options.clock, env=site.environment())
             else:
                 manifest = checked.bundle.manifest
                 valid.append(Valid(item, manifest))

@@ -42,25 +42,27 @@ def report_op(
     )
     def report(context: dg.OpExecutionContext, validated: Validated, results: list[DestinationResult]):  # type: ignore[no-untyped-def]
         # a re-execution records only the uploads not yet published
-        validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock)
+        validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
+                                             env=site.environment())
         selection = validated.selection
         options = RunOptions(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
         tag_uploads(context, selection)
         everything = []
-        for valid in validated.valid:
-            item = valid.item
-            entries = [entry for result in results for it, entry in result.entries if it.key == item.key]
-            errors = [result.error for result in results if result.error]
-            run = run_report([PipelineOutcome(pipeline, 1)], entries, options)
-            everything.extend(entries)
-            for line in run.text_lines():
-                context.log.info(f"{item.label}: {line}")
-            if item.upload_run_id and not selection.dry_run:
-                record = uploads.mark_finished(
-                    site.config, pipeline, item.upload_run_id, context.run_id, report=run,
-                    error="; ".join(errors), clock=site.options.clock,
-                )
-                context.log.info(f"upload {record.run_id}: {record.status}")
+        with uploads.item_store(pipeline, site.environment()) as store:
+            for valid in validated.valid:
+                item = valid.item
+                entries = [entry for result in results for it, entry in result.entries if it.key == item.key]
+                errors = [result.error for result in results if result.error]
+                run = run_report([PipelineOutcome(pipeline, 1)], entries, options)
+                everything.extend(entries)
+                for line in run.text_lines():
+                    context.log.info(f"{item.label}: {line}")
+                if item.upload_run_id and not selection.dry_run:
+                    record = uploads.mark_finished(
+                        site.config, pipeline, item.upload_run_id, context.run_id, report=run,
+                        error="; ".join(errors), clock=site.options.clock, store=store,
+                    )
+                    context.log.info(f"upload {record.run_id}: {record.status}")
         invalid = "; ".join(message for _, message in validated.invalid)
         count = len(validated.valid) + len(validated.invalid)
         whole = run_report([PipelineOutcome(pipeline, count, error=invalid)], everything, options).to_dict()

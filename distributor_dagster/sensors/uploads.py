@@ -7,29 +7,34 @@ N / ``bundles_per_run`` run workers instead of N; each upload's record still get
 and the Dagster run id. A run carries the tags ``distributor/pipeline`` and, per upload,
 ``distributor/upload.<stamp>.<hex>`` (:func:`~distributor_dagster.upload_status.upload_tag`); a
 run of one upload also ``distributor/upload_run_id`` and ``distributor/bundle_id``. The run key
-is the upload run id for one upload, ``<first>..<last>`` for a batch; the cursor
-(:mod:`.staging_scan`) passes every record it requests, so no record is requested twice (a
-record offered again after one the inline publisher holds gets a run of its own, keyed by its run
-id, :func:`~.staging_scan.batches`), and keeps ticks cheap however many records the staging area
-holds. A tick that finds new uploads also observes the source asset (the staging area): its data
-version is the digest of the newest upload admitted.
+is the upload run id for one upload, ``<first>..<last>`` for a batch.
+
+Which uploads a tick requests is the upload store's answer
+(:meth:`~distributor_core.staging.store.UploadStore.scan_accepted`, :mod:`distributor_core.staging.accepted`).
+On a local staging path the cursor passes every record it requests, so no record is requested
+twice (a record offered again after one the inline publisher holds gets a run of its own, keyed by
+its run id), and keeps ticks cheap however many records the staging area holds. On a shared
+``s3://`` staging store (issue 29) a tick lists the store's pending markers (one per unfinished
+upload) and the cursor remembers which were handed out, so an upload a slower ``serve`` replica
+admitted after later ones is requested at the next tick. A tick that finds new uploads also
+observes the source asset (the staging area): its data version is the digest of the newest upload
+admitted.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from distributor_core import staging
 from distributor_core.config import Pipeline
+from distributor_core.staging.store import open_upload_store
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.publish.job import run_config
-from distributor_dagster.sensors.staging_scan import UploadCursor, batches, scan_staging, uploads_view
+from distributor_dagster.sensors.staging_scan import uploads_view
 from distributor_dagster.site import Site
 from distributor_dagster.upload_status import upload_tag
 
@@ -59,7 +64,6 @@ def uploads_sensor(
 ) -> dg.SensorDefinition:
     options = site.options
     pools = pipeline_pools(pipeline)  # once, at load
-    where = Path(os.fspath(pipeline.source.staging_path))  # type: ignore[union-attr]
     source_key = dg.AssetKey(list(names.source_key))
 
     @dg.sensor(
@@ -72,20 +76,27 @@ def uploads_sensor(
     )
     def uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         ensure_pipeline_pools(context, pools)
-        before = UploadCursor.parse(context.cursor)
-        scan = scan_staging(where, before, max_requests=options.max_runs_per_tick * options.bundles_per_run)
+        store = open_upload_store(pipeline, site.environment())  # secrets resolve at tick time
+        try:
+            scan = store.scan_accepted(context.cursor, limit=options.max_runs_per_tick * options.bundles_per_run,
+                                       batch_size=options.bundles_per_run)
+            counted = store.counts_admissions
+        finally:
+            store.close()
         for run_id, error in scan.errors:
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")
-        runs, cursor = batches(scan.pending, before, scan.cursor, options.bundles_per_run)
-        requests = [upload_run_request(pipeline, names, batch) for batch in runs]
-        events = [uploads_view(scan.pending, admitted=scan.cursor.seq).observation(source_key)] if requests else []
+        for run_id in scan.abandoned:
+            context.log.info(f"removed the pending marker of upload {run_id}: its admission never completed")
+        requests = [upload_run_request(pipeline, names, batch) for batch in scan.runs]
+        events = [uploads_view(scan.offered, admitted=scan.admitted, counted=counted).observation(source_key)] \
+            if requests else []
         if scan.partial:
             context.log.info(f"read {scan.read} upload record(s); the next tick continues the scan")
         skip = None
         if not requests:
             skip = "no new uploads" if scan.idle else f"no accepted uploads among {scan.read} record(s) read"
         return dg.SensorResult(
-            run_requests=requests, asset_events=events, cursor=cursor.format(), skip_reason=skip
+            run_requests=requests, asset_events=events, cursor=scan.cursor, skip_reason=skip
         )
 
     return uploads

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core import staging as sg
-from distributor_dagster.sensors.staging_scan import UploadCursor, batches, scan_staging
+from distributor_core.staging.accepted import UploadCursor, batches, scan_staging
 from tests.dagster.conftest import add_record
 
 pytestmark = pytest.mark.dagster

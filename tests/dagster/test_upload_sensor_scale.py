@@ -12,8 +12,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from distributor_core.staging.accepted import UploadCursor
 from distributor_dagster import build_definitions
-from distributor_dagster.sensors.staging_scan import UploadCursor
 from tests.dagster.conftest import add_record, write_config
 
 pytestmark = [pytest.mark.dagster, pytest.mark.slow]

@@ -26,6 +26,7 @@ from tests.server.harness import (
     run_server,
     upload,
     wait_status,
+    wait_until,
     write_setup,
 )
 
@@ -72,8 +73,9 @@ def test_an_upload_to_one_replica_is_published_and_readable_on_the_other(replica
     assert final["status"] == "succeeded", final
     assert published(setup.destinations["reports/dest1"])["report.md"]
     bucket = setup.config.server.http.staging_store.bucket
-    assert keys(server, bucket, "staging/reports/bundles/") == []  # a published bundle is removed
-    assert keys(server, bucket, "staging/reports/pending/") == []
+    # a published upload's bundle and pending marker are removed (right after its record says so)
+    wait_until(lambda: keys(server, bucket, "staging/reports/") == [f"staging/reports/records/{run_id}.json"],
+               message="the published bundle removed from the store")
 
 
 def test_the_same_key_sent_to_two_replicas_at_once_is_admitted_once(replicas) -> None:
