@@ -19,7 +19,17 @@ from distributor_core.server import create_app
 from distributor_core.staging.objectstore import ObjectStagingStore
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.peers.moto import MotoServer, make_s3_storage
-from tests.server.harness import TOKEN, Running, bundle_archive, published, run_server, snapshot, upload
+from tests.server.harness import (
+    TOKEN,
+    Running,
+    bundle_archive,
+    craft_tar,
+    published,
+    run_server,
+    snapshot,
+    upload,
+    valid_entries,
+)
 from tests.server.shared import STAGING_PREFIX, SharedSetup, write_shared_setup
 from tests.server.test_archive_corpus import CASES, Case, corpus
 
@@ -108,4 +118,25 @@ def test_a_valid_archive_is_accepted_and_published_from_s3_staging(served: Serve
     assert [key for key in objects if key.startswith("records/")] == [f"records/{run_id}.json"]
     assert len([key for key in objects if key.startswith("keys/")]) == 1
     assert [key for key in objects if not key.startswith(("records/", "keys/"))] == []
+    assert snapshot(scratch) == before_scratch
+
+
+def test_a_path_whose_staging_key_would_exceed_s3s_limit_is_refused_before_the_bucket(
+    served: Served, tmp_path: Path,
+) -> None:
+    """A path local staging would take (within every limit of ``server.http.limits``) but whose
+    object key in the staging bucket would pass S3's 1,024 bytes: refused with 400 while the
+    archive streams, nothing written to the bucket."""
+    setup, running, _, scratch, store = served
+    long_path = "/".join(["k" * 200] * 5) + ".txt"
+    files = {"report.md": REPORT, long_path: b"deep\n"}
+    body = craft_tar(valid_entries(files))
+    _idle(store)
+    before_bucket, before_scratch = setup.staging_objects(), snapshot(scratch)
+    with httpx.Client(base_url=running.url, timeout=60) as http:
+        response = upload(http, "reports", body, content_type="application/x-tar", key="long-key-path")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("invalid upload archive: ")
+    assert "its key in the staging store would exceed 1024 bytes" in response.json()["error"]
+    assert setup.staging_objects() == before_bucket
     assert snapshot(scratch) == before_scratch
