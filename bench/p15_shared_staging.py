@@ -44,10 +44,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import common as c
 from bench.p10_upload_latency import _start_serve
 from tests.peers.process import stop_process
+
+if TYPE_CHECKING:
+    from tests.peers.moto import MotoServer
 
 UPLOADS = int(os.environ.get("BENCH_P15_UPLOADS", "150"))
 CLIENTS = int(os.environ.get("BENCH_P15_CLIENTS", "8"))
@@ -142,7 +146,8 @@ def _burst(bases: list[str], token: str, archives: list[bytes]) -> tuple[list[fl
     return latencies, time.perf_counter() - started
 
 
-def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes], moto, bucket: str) -> Round:
+def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes], moto: MotoServer,
+           bucket: str) -> Round:
     from distributor_core import staging as sg
     from distributor_core.config import load_config
 
@@ -159,7 +164,7 @@ def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes]
     config = _config(work, name, staging)
     env = {**os.environ, TOKEN_ENV: token, KEY_ENV: moto.access_key_id, SECRET_ENV: moto.secret_access_key}
     replicas = 3 if mode == "s3 x3" else 1
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         bases = []
         for index in range(replicas):
@@ -185,12 +190,12 @@ def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes]
     return Round(mode, latencies, seconds, records, requests if mode != "local" else 0)
 
 
-def _moto_requests(moto) -> int:
+def _moto_requests(moto: MotoServer) -> int:
     """Requests moto has answered so far (one access-log line each)."""
     return sum(1 for line in moto.log_text().splitlines() if " HTTP/1.1" in line and "/moto-api/" not in line)
 
 
-def _moto_ceiling(moto, bucket: str, count: int = 400) -> float:
+def _moto_ceiling(moto: MotoServer, bucket: str, count: int = 400) -> float:
     """PUTs of 1 KiB per second that moto answers to ``CLIENTS`` threads of plain boto3: the
     ceiling of the S3 stand-in on this machine, measured in the same run."""
     client = moto.client()
