@@ -25,7 +25,9 @@ afterwards must be exactly the uploads sent.
 
 Target: none set by the issue (reference figures). Knobs: ``BENCH_P15_UPLOADS`` (default 150),
 ``BENCH_P15_CLIENTS`` (default 8), ``BENCH_P15_ROUNDS`` (default 2; the best round of each mode is
-the headline, every round is in the notes).
+the headline, every round is in the notes), ``BENCH_P15_DELAY_MS`` (default 0: a one-way delay
+between the servers and moto through ``bench/latency_proxy.py``, as P8 uses, to stand for the
+round trip to a real S3 region).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ if TYPE_CHECKING:
 UPLOADS = int(os.environ.get("BENCH_P15_UPLOADS", "150"))
 CLIENTS = int(os.environ.get("BENCH_P15_CLIENTS", "8"))
 ROUNDS = int(os.environ.get("BENCH_P15_ROUNDS", "2"))
+#: one-way delay added between the servers and moto (bench/latency_proxy.py), 0: none
+DELAY_MS = float(os.environ.get("BENCH_P15_DELAY_MS", "0"))
 SIZE = 64 * 1024
 PIPELINE = "bench.shared"
 TOKEN_ENV = "BENCH_UPLOAD_TOKEN"
@@ -147,7 +151,7 @@ def _burst(bases: list[str], token: str, archives: list[bytes]) -> tuple[list[fl
 
 
 def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes], moto: MotoServer,
-           bucket: str) -> Round:
+           bucket: str, endpoint: str) -> Round:
     from distributor_core import staging as sg
     from distributor_core.config import load_config
 
@@ -158,7 +162,7 @@ def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes]
         staging: dict[str, object] = {"staging_root": str(staging_root)}
     else:
         staging = {"staging_root": f"s3://{bucket}/{name}", "staging_s3": {
-            "region": moto.region, "endpoint": moto.endpoint_url, "force_path_style": True,
+            "region": moto.region, "endpoint": endpoint, "force_path_style": True,
             "conditional_writes": "trusted",
             "credentials": {"access_key_id_env": KEY_ENV, "secret_access_key_env": SECRET_ENV}}}
     config = _config(work, name, staging)
@@ -216,26 +220,32 @@ def main() -> c.Report:
 
     work = c.workdir("p15")
     moto_dir = Path(tempfile.mkdtemp(prefix="distributor-bench-moto-"))
-    moto_proc = None
+    moto_proc = proxy_proc = None
     try:
         token = secrets.token_urlsafe(24)
         archives = [_archive(work, i) for i in range(UPLOADS)]
         moto, moto_proc = start_moto(moto_dir)
         bucket = moto.create_bucket(f"bench-{secrets.token_hex(4)}")
+        endpoint = moto.endpoint_url
+        if DELAY_MS > 0:
+            from bench.p8_s3_parallel import start_proxy
+
+            endpoint, proxy_proc = start_proxy(moto.endpoint_url, DELAY_MS)
         quiet = c.wait_for_quiet()
         load_before = c.loadavg()
         rounds: dict[str, list[Round]] = {mode: [] for mode in MODES}
         for number in range(ROUNDS):
             order = MODES if number % 2 == 0 else tuple(reversed(MODES))
             for mode in order:
-                rounds[mode].append(_round(work, mode, number, token, archives, moto, bucket))
+                rounds[mode].append(_round(work, mode, number, token, archives, moto, bucket, endpoint))
         ceiling = _moto_ceiling(moto, bucket)
         best = {mode: min(found, key=lambda r: r.p99) for mode, found in rounds.items()}
         fastest = {mode: max(found, key=lambda r: r.throughput) for mode, found in rounds.items()}
         local = best["local"]
 
+        link = f", {2 * DELAY_MS:g} ms round trip to moto" if DELAY_MS > 0 else ""
         report = c.Report("P15", f"{UPLOADS} uploads of {SIZE // 1024} KiB, {CLIENTS} concurrent clients: "
-                                 "serve on S3 staging (moto), 1 and 3 replicas, vs 1 replica on local staging")
+                                 f"serve on S3 staging (moto{link}), 1 and 3 replicas, vs 1 replica on local staging")
         for mode in ("s3 x1", "s3 x3"):
             report.add(f"upload p99 to 202, {mode}", best[mode].p99, local.p99, "s", "(reference)", None,
                        "local staging, 1 replica")
@@ -256,6 +266,8 @@ def main() -> c.Report:
         c.save(report)
         return report
     finally:
+        if proxy_proc is not None:
+            stop_process(proxy_proc)
         if moto_proc is not None:
             stop_process(moto_proc)
         shutil.rmtree(moto_dir, ignore_errors=True)
