@@ -147,6 +147,17 @@ def cluster(tmp_path: Path, moto_serial_server: MotoServer) -> Iterator[tuple[Sh
             replica.kill9()
 
 
+@pytest.fixture
+def store(cluster: tuple[SharedSetup, list[Replica]]) -> Iterator[ObjectStagingStore]:
+    """The pipeline's part of the staging bucket, read behind the replicas' backs."""
+    setup, _ = cluster
+    storage = make_s3_storage(setup.moto_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
+    try:
+        yield ObjectStagingStore(storage, PIPELINE)
+    finally:
+        storage.close()
+
+
 def _leases(store: ObjectStagingStore) -> dict[str, str]:
     """Run id -> owner of every publication lease held right now."""
     held: dict[str, str] = {}
@@ -164,11 +175,9 @@ def _leases(store: ObjectStagingStore) -> dict[str, str]:
 
 
 def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_each_upload_once(
-    cluster: tuple[SharedSetup, list[Replica]], tmp_path: Path,
+    cluster: tuple[SharedSetup, list[Replica]], store: ObjectStagingStore, tmp_path: Path,
 ) -> None:
     setup, started = cluster
-    storage = make_s3_storage(setup.moto_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
-    store = ObjectStagingStore(storage, PIPELINE)
     archives = {_name(i): _archive(tmp_path, i) for i in range(UPLOADS + DUPLICATE_KEYS)}
     burst = Burst()
     killed = threading.Event()
@@ -350,7 +359,7 @@ MANY_FILES = 150
 
 
 def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over(
-    cluster: tuple[SharedSetup, list[Replica]], tmp_path: Path,
+    cluster: tuple[SharedSetup, list[Replica]], store: ObjectStagingStore, tmp_path: Path,
 ) -> None:
     """Replicas on two hosts (each in a UTS namespace of its own, as two pods are): the victim is
     killed while it writes the destination, holding the destination's lock, which no process on
@@ -358,8 +367,6 @@ def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over
     publication lease has expired and must still publish it: the upload ends ``succeeded``, its
     files at the destination, the next upload published after it."""
     setup, started = cluster
-    storage = make_s3_storage(setup.moto_server, bucket=setup.bucket, prefix=f"{STAGING_PREFIX}/{PIPELINE}")
-    store = ObjectStagingStore(storage, PIPELINE)
     files = {f"part/{i:03d}.txt": f"part {i}\n".encode() for i in range(MANY_FILES)}
     big = bundle_archive(tmp_path, files, bundle_id=f"{PIPELINE}.big", created=BASE)
     after = _archive(tmp_path, 1)
