@@ -171,7 +171,7 @@ def test_three_dagster_mode_replicas_and_a_kill_9_every_upload_published_once_by
             assert all(r.tags["dagster/sensor_name"] == f"uploads_{PIPELINE}" for r in runs)
     finally:
         for replica in started:
-            replica.kill9()
+            replica.stop()
         storage.close()
 
     # the destination's write history: each upload written once, and only when published

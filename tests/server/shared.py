@@ -189,6 +189,10 @@ def launch_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | No
     as a replica on another machine would: what it records as its host (destination locks) is
     not this host, so no process here can tell whether it is alive."""
     log = setup.root / f"{name}.log"
+    # its scratch directory ($TMPDIR/distributor-staging/serve-<pid>-...) in the test's directory:
+    # a replica killed with -9 leaves it behind
+    scratch = setup.root / f"tmp-{name}"
+    scratch.mkdir(mode=0o700, exist_ok=True)
     command = [str(BIN / "distributor"), "serve", "--config", str(setup.config_path), *args]
     if host is not None:
         command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
@@ -196,7 +200,7 @@ def launch_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | No
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, cwd=setup.root,
-            env={**os.environ, **setup.environ, **(env or {})},
+            env={**os.environ, **setup.environ, "TMPDIR": str(scratch), **(env or {})},
         )
     return Replica(name, process, log)
 

@@ -144,7 +144,7 @@ def cluster(tmp_path: Path, moto_serial_server: MotoServer) -> Iterator[tuple[Sh
         yield setup, started
     finally:
         for replica in started:
-            replica.kill9()
+            replica.stop()
 
 
 @pytest.fixture
