@@ -44,6 +44,8 @@ class PublishingService(Protocol):
     config: Config
     env: Environment
     clock: Clock | None
+    #: seconds a publication waits for a destination lock held by another publisher
+    lock_wait: float
 
     def upload_store(self, pipeline_id: str) -> UploadStore: ...
 
@@ -61,7 +63,7 @@ def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -
             record.pipeline_id,
             source,
             "",
-            RunOptions(holder=default_holder("serve"), clock=service.clock),
+            RunOptions(holder=default_holder("serve"), clock=service.clock, lock_wait=service.lock_wait),
             env=service.env,
         )
     finally:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distributor_core import staging as sg
+from distributor_core.app.run_options import RunOptions
 from distributor_core.bundle import Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.server import errors
@@ -188,6 +189,8 @@ class UploadService:
         #: ``on_accepted`` (inline publisher: record it ``queued``); returns the record to hand on
         self.on_settled: Callable[[sg.UploadRecord], sg.UploadRecord] | None = None
         self.redactions = host_redactions(config)
+        #: a publication waits this long for a destination lock (the run's default)
+        self.lock_wait = RunOptions().lock_wait
 
     # ------------------------------------------------------------------ lifecycle
 

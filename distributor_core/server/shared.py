@@ -35,6 +35,7 @@ from typing import Any
 from distributor_core import staging as sg
 from distributor_core.bundle import MANIFEST_NAME, Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
+from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
 from distributor_core.server import errors
 from distributor_core.server.archive import extract_bundle
 from distributor_core.server.pathroom import PathRoom
@@ -56,6 +57,8 @@ log = logging.getLogger("distributor.server")
 
 #: how long a listing of the unfinished uploads serves the queue checks of admissions
 PENDING_CACHE_SECONDS = 1.0
+#: seconds a publication waits beyond a destination lock's lease (see ``lock_wait``)
+LOCK_WAIT_MARGIN = 10.0
 #: longest S3 object key; a staged file whose key would be longer is refused at upload
 MAX_KEY_LENGTH = 1024
 
@@ -100,6 +103,10 @@ class SharedUploadService:
         self.scratch: Path | None = None
         self.token_share = self.http.queue_share(len(config.upload_tokens))
         self.redactions = sg.host_redactions(config)
+        #: a publication waits out a destination lock's whole lease: one taken over from a replica
+        #: that died while writing a destination finds that replica's lock, which a replica on
+        #: another host cannot tell is dead, so it can only wait for it to expire
+        self.lock_wait = DESTINATION_LOCK_LEASE + LOCK_WAIT_MARGIN
         self._lock = threading.Lock()
         self._inflight: set[tuple[str, str, str]] = set()
         self._reserved = 0
