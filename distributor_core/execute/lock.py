@@ -43,7 +43,8 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one of another user's counts)."""
     if pid <= 0:
         return False
     try:
@@ -152,7 +153,7 @@ class DestinationLock:
             return modified is None or modified + timedelta(seconds=self.lease) < now
         if current.expires_at < now:
             return True
-        return current.host == self.host and not _pid_alive(current.pid)
+        return current.host == self.host and not pid_alive(current.pid)
 
     def _read_current(self) -> tuple[LockInfo | None, str | None, datetime | None] | None:
         try:

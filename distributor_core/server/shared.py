@@ -36,9 +36,11 @@ from distributor_core import staging as sg
 from distributor_core.bundle import MANIFEST_NAME, Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
 from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
+from distributor_core.execute.lock import pid_alive
 from distributor_core.server import errors
 from distributor_core.server.archive import extract_bundle
 from distributor_core.server.pathroom import PathRoom
+from distributor_core.server.queueview import QueueView
 from distributor_core.server.service import (
     NO_UPLOAD_PIPELINE,
     Accepted,
@@ -55,8 +57,10 @@ from distributor_core.timefmt import Clock, now_seconds
 
 log = logging.getLogger("distributor.server")
 
-#: how long a listing of the unfinished uploads serves the queue checks of admissions
-PENDING_CACHE_SECONDS = 1.0
+#: a replica's scratch directory: ``serve-<pid>-<random>`` under the scratch root
+SCRATCH_PREFIX = "serve-"
+#: scratch directories made by this process (its services' own, never swept by another of them)
+_MADE_HERE: set[Path] = set()
 #: seconds a publication waits beyond a destination lock's lease (see ``lock_wait``)
 LOCK_WAIT_MARGIN = 10.0
 #: longest S3 object key; a staged file whose key would be longer is refused at upload
@@ -111,7 +115,8 @@ class SharedUploadService:
         self._inflight: set[tuple[str, str, str]] = set()
         self._reserved = 0
         self._reserved_by_token: dict[str, int] = {}
-        self._pending: tuple[float, list[sg.UploadRecord]] | None = None
+        #: the whole store's unfinished uploads and their tokens, listed in the background
+        self.queue = QueueView(lambda: [p.store for p in self.pipelines.values()])
         self._janitor_stop = threading.Event()
         #: set after each admission (the inline publisher wakes up at once)
         self.admitted = threading.Event()
@@ -132,7 +137,9 @@ class SharedUploadService:
             ensure_private_dir(self.http.staging_root)
         except StagingSetupError as exc:
             raise errors.ServerSetupError(str(exc)) from None
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"serve-{os.getpid()}-", dir=self.http.staging_root))
+        sweep_scratch(self.http.staging_root)
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=self.http.staging_root))
+        _MADE_HERE.add(self.scratch)
         try:
             for pipeline in upload_pipelines:
                 uploads = open_upload_store(pipeline, self.env)
@@ -140,7 +147,7 @@ class SharedUploadService:
                 scratch = self.scratch / pipeline.id
                 os.mkdir(scratch, 0o700)
                 try:
-                    uploads.store.unfinished()
+                    uploads.store.pending_run_ids()
                 except StorageError as exc:
                     raise errors.ServerSetupError(
                         f"server.http.staging_root {uploads.display} cannot be used: {exc}"
@@ -149,17 +156,21 @@ class SharedUploadService:
                     uploads, scratch, pipeline.source.max_upload_size,  # type: ignore[union-attr]
                     PathRoom.of(pipeline, scratch),
                 )
+            self.queue.refresh()
         except BaseException:
             self.close()
             raise
+        self.queue.start()
         return []
 
     def close(self) -> None:
         self.stop_janitor()
+        self.queue.stop()
         for pipeline in self.pipelines.values():
             pipeline.uploads.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+            _MADE_HERE.discard(self.scratch)
             self.scratch = None
 
     def start_janitor(self, interval: float = 60.0) -> None:
@@ -233,13 +244,13 @@ class SharedUploadService:
         if content_length is not None and content_length > pipeline.max_upload_size:
             raise errors.too_large()
         scope = (token_id, pipeline_id, key) if key is not None else None
-        pending = self._unfinished()
+        pending, per_token = self.queue.counts()
         with self._lock:
             if scope is not None and scope in self._inflight:
                 raise errors.key_in_flight()
-            if self._reserved + len(pending) >= self.http.queue_size:
+            if self._reserved + pending >= self.http.queue_size:
                 raise errors.queue_full()
-            held = self._reserved_by_token.get(token_id, 0) + sum(1 for r in pending if r.token_id == token_id)
+            held = self._reserved_by_token.get(token_id, 0) + per_token.get(token_id, 0)
             if held >= self.token_share:
                 raise errors.token_share_full()
             if scope is not None:
@@ -255,16 +266,6 @@ class SharedUploadService:
                     self._inflight.discard(scope)
             raise
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
-
-    def _unfinished(self) -> list[sg.UploadRecord]:
-        """The unfinished uploads of every pipeline (a listing at most every second)."""
-        now = time.monotonic()
-        cached = self._pending
-        if cached is not None and now - cached[0] < PENDING_CACHE_SECONDS:
-            return cached[1]
-        found = [v.record for p in self.pipelines.values() for v in p.store.unfinished()]
-        self._pending = (now, found)
-        return found
 
     def _reserve(self, token_id: str, delta: int) -> None:
         self._reserved += delta
@@ -358,8 +359,8 @@ class SharedUploadService:
             if isinstance(exc, StoreConflict):
                 raise errors.UploadRejected(503, f"upload not accepted: {exc}", retryable=True) from None
             raise
+        self.queue.admitted(run_id, ticket.token_id)
         with self._lock:
-            self._pending = None
             if ticket.reserved:
                 self._reserve(ticket.token_id, -1)
                 ticket.reserved = False
@@ -404,7 +405,7 @@ class SharedUploadService:
     def pending_count(self) -> int:
         with self._lock:
             reserved = self._reserved
-        return reserved + len(self._unfinished())
+        return reserved + self.queue.counts()[0]
 
     def records(self) -> list[sg.UploadRecord]:
         found = [r for p in self.pipelines.values() for r in p.store.records()]
@@ -425,4 +426,33 @@ class SharedUploadService:
         if self.mode == "dagster":
             record = dagster_overlay(record, self.lookup_dagster_run, self.redactions)
         return record.status_view()
+
+
+def sweep_scratch(root: Path) -> list[Path]:
+    """Remove the scratch directories of replicas that are gone: a ``serve`` killed with
+    ``kill -9`` leaves its own behind (uploads it was receiving included). A directory is left to
+    its process while that pid is alive on this host, and one of this process only if this
+    process made it (a container restarted on the same volume may get the dead one's pid)."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(SCRATCH_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        pid_text = entry.name.removeprefix(SCRATCH_PREFIX).partition("-")[0]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if Path(entry.path) in _MADE_HERE or (pid != os.getpid() and pid_alive(pid)):
+            continue
+        if entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    if removed:
+        log.warning("distributor: removed %d scratch director%s left by replicas that are gone", len(removed),
+                    "y" if len(removed) == 1 else "ies")
+    return removed
 

@@ -332,6 +332,16 @@ class ObjectStagingStore:
         scan.cursor = PendingCursor(frozenset((cursor.handed & listed) | offered))
         return scan
 
+    def pending_run_ids(self) -> list[str]:
+        """Run ids of the pending markers, in admission order: one listing, no record read (an
+        admission in flight has its marker a moment before its record)."""
+        found: list[str] = []
+        for entry in sorted(self._list(PENDING), key=lambda e: e.path):
+            parsed = parse_marker(entry.path.rsplit("/", 1)[-1])
+            if not entry.is_dir and parsed is not None and is_run_id(parsed[1]):
+                found.append(parsed[1])
+        return found
+
     def unfinished(self, errors: list[tuple[str, str]] | None = None) -> list[Versioned]:
         """Every upload not finished yet (accepted, queued, running), in admission order."""
         scan = PendingScan()

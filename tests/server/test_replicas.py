@@ -46,6 +46,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.leases import parse_lease
 from distributor_core.staging.objectstore import PENDING, ObjectStagingStore
@@ -399,7 +400,8 @@ def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over
 
     with httpx.Client(base_url=survivor.url, timeout=30) as http:
         views = {}
-        deadline = time.monotonic() + DEADLINE
+        # the dead replica's destination lock expires its lease (120 s) after it last renewed it
+        deadline = time.monotonic() + DESTINATION_LOCK_LEASE + DEADLINE
         for run_id in (first, second):
             while (view := http.get(f"/runs/{run_id}", headers=AUTH).json())["status"] not in ("succeeded", "failed"):
                 assert time.monotonic() < deadline, f"{run_id} still {view['status']}; {_logs(started)}"

@@ -5,6 +5,8 @@ its conditional writes are atomic as on S3)."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -134,3 +136,26 @@ def test_failed_bundles_in_the_store_are_kept_within_the_token_quota(
         for run_id in failed[:-1]:
             error = wait_status(http, run_id, "failed")["error"]
             assert error.endswith("; staged bundle removed to stay within server.http.max_failed_bytes_per_token")
+
+
+def test_scratch_left_by_a_killed_replica_is_removed_at_start(
+    tmp_path: Path, moto_serial_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    setup, environ = shared_setup(tmp_path / "site", moto_serial_server)
+    scratch_root = setup.config.server.http.staging_root
+    scratch_root.mkdir(mode=0o700)
+    dead = scratch_root / "serve-999999999-x1"  # no such pid: a replica killed with kill -9
+    (dead / "reports" / "0123").mkdir(parents=True)
+    (dead / "reports" / "0123" / "upload.archive").write_bytes(b"half an upload")
+    alive = scratch_root / f"serve-{os.getppid()}-x2"  # a replica still running on this host
+    alive.mkdir()
+    app = create_app(setup.config, env=Environment(environ))
+    try:
+        assert not dead.exists()
+        assert alive.is_dir()
+        assert {p.name for p in scratch_root.iterdir()} == {alive.name, app.state.uploads.scratch.name}
+    finally:
+        app.state.runtime.shutdown()
+    assert {p.name for p in scratch_root.iterdir()} == {alive.name}
