@@ -204,10 +204,8 @@ class SharedUploadService:
         the bundle is removed, the record stays and its error says which quota removed it."""
         kept: list[tuple[sg.KeptBundle, _SharedPipeline]] = []
         for pipeline in self.pipelines.values():
-            for record in pipeline.store.records():
-                if record.status != sg.FAILED or record.finished_at is None:
-                    continue
-                if not pipeline.uploads.has_bundle(record.run_id):
+            for record in pipeline.store.failed_with_bundle():
+                if record.finished_at is None:
                     continue
                 size = sg.listed_size(record)
                 kept.append((sg.KeptBundle(record.run_id, record.pipeline_id, record.token_id, size,

@@ -44,6 +44,7 @@ from distributor_core.staging.records import MAX_RECORD_SIZE, UploadRecord, pars
 from distributor_core.staging.runids import is_run_id, run_id_stamp
 from distributor_core.staging.status import (
     ACCEPTED,
+    FAILED,
     FINISHED_STATUSES,
     RUNNING,
     SUCCEEDED,
@@ -462,13 +463,22 @@ class ObjectStagingStore:
 
     def expire(self, retention: timedelta) -> list[str]:
         """Remove finished records older than ``retention`` with their key entries and bundles,
-        and the bundles of admissions that died before their record was written
-        older than ``retention`` (:meth:`sweep_orphans`)."""
+        and the bundles of admissions that died before their record was written, once older
+        than ``retention`` (an admission may still be streaming a large bundle before that).
+
+        A record can only be due when its run id's time (when its admission began) is older
+        than ``retention``, so one listing of ``records/`` and ``bundles/`` and a read of those
+        old records is all an expiry costs, however many uploads the retention holds."""
         now = self._now()
         expired: list[str] = []
-        records = self.records()
-        self.sweep_orphans({r.run_id for r in records}, retention)
-        for record in records:
+        names = self._run_ids(RECORDS, suffix=".json")
+        for run_id in names:
+            if not _older_than(run_id, retention, now):
+                continue
+            versioned = self.read(run_id)
+            if versioned is None:
+                continue
+            record = versioned.record
             if record.status not in FINISHED_STATUSES or record.finished_at is None:
                 continue
             if record.finished_at + retention > now:
@@ -478,30 +488,41 @@ class ObjectStagingStore:
             self.storage.delete_prefix(self.bundle_prefix(record.run_id), prune_empty_dirs=False)
             self._delete(self.record_path(record.run_id))
             expired.append(record.run_id)
+        known = set(names) - set(expired)
+        for run_id in self._run_ids(BUNDLES):
+            if run_id in known or not _older_than(run_id, max(retention, self.abandon_after), now):
+                continue
+            if self.read(run_id) is None:  # an admission killed while streaming its bundle
+                self.storage.delete_prefix(self.bundle_prefix(run_id), prune_empty_dirs=False)
         return expired
 
-    def sweep_orphans(self, known: set[str] | None = None, older_than: timedelta | None = None) -> list[str]:
-        """Remove staged bundles without a record whose run id (the time its admission began) is
-        older than ``older_than`` (default ``abandon_after``): what an admission killed while it
-        streamed its bundle left. :meth:`expire` passes the retention: an admission still
-        streaming a large bundle must not lose it, and ``serve`` gives up an admission whose
-        bundle took longer than half of that (:class:`~distributor_core.server.shared`)."""
-        if known is None:
-            known = {r.run_id for r in self.records()}
-        older_than = max(older_than or self.abandon_after, self.abandon_after)
-        now = self._now()
-        removed: list[str] = []
-        for entry in self._list(BUNDLES):
-            run_id = entry.path.rstrip("/").rsplit("/", 1)[-1]
-            stamp = run_id_stamp(run_id)
-            if run_id in known or not stamp:
+    def failed_with_bundle(self) -> list[UploadRecord]:
+        """The failed uploads whose staged bundle is still kept (for the byte quotas): the run ids
+        under ``bundles/`` that have no pending marker (a succeeded upload's bundle is removed),
+        each record read once."""
+        pending = set(self.pending_run_ids())
+        found: list[UploadRecord] = []
+        for run_id in self._run_ids(BUNDLES):
+            if run_id in pending:
                 continue
-            admitted = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-            if now - admitted < older_than or self.read(run_id) is not None:
-                continue
-            self.storage.delete_prefix(self.bundle_prefix(run_id), prune_empty_dirs=False)
-            removed.append(run_id)
-        return removed
+            versioned = self.read(run_id)
+            if versioned is not None and versioned.record.status == FAILED:
+                found.append(versioned.record)
+        return found
+
+    def _run_ids(self, prefix: str, *, suffix: str = "") -> list[str]:
+        """Run ids named by the entries directly under ``prefix`` (files ending in ``suffix``, or
+        directories without one)."""
+        found: list[str] = []
+        for entry in self._list(prefix):
+            name = entry.path.rstrip("/").rsplit("/", 1)[-1]
+            if suffix:
+                if entry.is_dir or not name.endswith(suffix):
+                    continue
+                name = name.removesuffix(suffix)
+            if is_run_id(name):
+                found.append(name)
+        return found
 
     # ------------------------------------------------------------------ helpers
 
@@ -530,6 +551,15 @@ class ObjectStagingStore:
         except StorageError as exc:
             if not is_not_found(exc):
                 raise
+
+
+def _older_than(run_id: str, age: timedelta, now: datetime) -> bool:
+    """Whether the admission of ``run_id`` began more than ``age`` before ``now`` (its run id
+    carries the second it began)."""
+    stamp = run_id_stamp(run_id)
+    if not stamp:
+        return False
+    return now - datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) >= age
 
 
 def _whole_seconds(value: datetime) -> datetime:
