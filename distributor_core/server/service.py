@@ -32,6 +32,7 @@ from distributor_core.config import Config, Environment, UploadGrant, UploadToke
 from distributor_core.server import errors
 from distributor_core.server.archive import StagingError, extract_bundle
 from distributor_core.server.pathroom import PathRoom
+from distributor_core.server.reservations import Reservations
 from distributor_core.server.runstatus import RunStatusSource
 from distributor_core.staging import (
     PipelineStaging,
@@ -172,9 +173,8 @@ class UploadService:
         self._lock = threading.Lock()
         self._records: dict[str, sg.UploadRecord] = {}
         self._index: dict[tuple[str, str, str], str] = {}
-        self._inflight: set[tuple[str, str, str]] = set()
-        self._reserved = 0
-        self._reserved_by_token: dict[str, int] = {}
+        #: requests being received and the idempotency scopes they hold (under ``_lock``)
+        self._requests = Reservations()
         #: failed uploads whose staged bundle is kept, within the byte quotas (issue 26, item 4)
         self._kept: dict[str, sg.KeptBundle] = {}
         self._kept_lock = threading.Lock()
@@ -317,46 +317,27 @@ class UploadService:
         scope = (token_id, pipeline_id, key) if key is not None else None
         self.expire()  # in dagster mode this also re-reads the statuses the publish runs wrote
         with self._lock:
-            if scope is not None and scope in self._inflight:
-                raise errors.key_in_flight()
             pending = [r for r in self._records.values() if r.pending]
-            if self._reserved + len(pending) >= self.http.queue_size:
-                raise errors.queue_full()
-            held = self._reserved_by_token.get(token_id, 0) + sum(1 for r in pending if r.token_id == token_id)
-            if held >= self.token_share:
-                raise errors.token_share_full()
-            if scope is not None:
-                self._inflight.add(scope)
-            self._reserve(token_id, 1)
+            self._requests.take(
+                token_id, scope, queued=len(pending),
+                queued_of_token=lambda: sum(1 for r in pending if r.token_id == token_id),
+                queue_size=self.http.queue_size, token_share=self.token_share,
+            )
         try:
             incoming = pipeline.staging.new_incoming()
         except BaseException:
             with self._lock:
-                self._reserve(token_id, -1)
-                if scope is not None:
-                    self._inflight.discard(scope)
+                self._requests.give_back(token_id, scope, reserved=True)
             raise
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
-
-    def _reserve(self, token_id: str, delta: int) -> None:
-        """Count a request being received (``delta`` 1) or done with (-1); call under ``_lock``."""
-        self._reserved += delta
-        left = self._reserved_by_token.get(token_id, 0) + delta
-        if left:
-            self._reserved_by_token[token_id] = left
-        else:
-            self._reserved_by_token.pop(token_id, None)
 
     def release(self, ticket: Ticket) -> None:
         """End a request: free its reservation and scope, then remove whatever it left in
         ``.incoming``. Never raises: a tree that cannot be removed now is swept at the next start."""
         with self._lock:
-            if ticket.reserved:
-                self._reserve(ticket.token_id, -1)
-                ticket.reserved = False
-            if ticket.scope is not None:
-                self._inflight.discard(ticket.scope)
-                ticket.scope = None
+            self._requests.give_back(ticket.token_id, ticket.scope, reserved=ticket.reserved)
+            ticket.reserved = False
+            ticket.scope = None
             ticket.released = True
         try:
             sg.remove_tree(ticket.incoming)
@@ -449,7 +430,7 @@ class UploadService:
                 if key_hash is not None:
                     self._index[(ticket.pipeline_id, ticket.token_id, key_hash)] = run_id
                 if ticket.reserved:
-                    self._reserve(ticket.token_id, -1)
+                    self._requests.settle(ticket.token_id)
                     ticket.reserved = False
             kept = record
         finally:  # rolled back or not, later uploads of the pipeline must not wait for this one
@@ -519,7 +500,7 @@ class UploadService:
 
     def pending_count(self) -> int:
         with self._lock:
-            return self._reserved + sum(1 for r in self._records.values() if r.pending)
+            return self._requests.total + sum(1 for r in self._records.values() if r.pending)
 
     def records(self) -> list[sg.UploadRecord]:
         with self._lock:

@@ -41,6 +41,7 @@ from distributor_core.server import errors
 from distributor_core.server.archive import extract_bundle
 from distributor_core.server.pathroom import PathRoom
 from distributor_core.server.queueview import QueueView
+from distributor_core.server.reservations import Reservations
 from distributor_core.server.service import (
     NO_UPLOAD_PIPELINE,
     Accepted,
@@ -112,9 +113,8 @@ class SharedUploadService:
         #: another host cannot tell is dead, so it can only wait for it to expire
         self.lock_wait = DESTINATION_LOCK_LEASE + LOCK_WAIT_MARGIN
         self._lock = threading.Lock()
-        self._inflight: set[tuple[str, str, str]] = set()
-        self._reserved = 0
-        self._reserved_by_token: dict[str, int] = {}
+        #: requests being received and the idempotency scopes they hold (under ``_lock``)
+        self._requests = Reservations()
         #: the whole store's unfinished uploads and their tokens, listed in the background
         self.queue = QueueView(lambda: [p.store for p in self.pipelines.values()])
         self._janitor_stop = threading.Event()
@@ -244,44 +244,25 @@ class SharedUploadService:
         scope = (token_id, pipeline_id, key) if key is not None else None
         pending, per_token = self.queue.counts()
         with self._lock:
-            if scope is not None and scope in self._inflight:
-                raise errors.key_in_flight()
-            if self._reserved + pending >= self.http.queue_size:
-                raise errors.queue_full()
-            held = self._reserved_by_token.get(token_id, 0) + per_token.get(token_id, 0)
-            if held >= self.token_share:
-                raise errors.token_share_full()
-            if scope is not None:
-                self._inflight.add(scope)
-            self._reserve(token_id, 1)
+            self._requests.take(
+                token_id, scope, queued=pending, queued_of_token=lambda: per_token.get(token_id, 0),
+                queue_size=self.http.queue_size, token_share=self.token_share,
+            )
         incoming = pipeline.scratch / secrets.token_hex(16)
         try:
             os.mkdir(incoming, 0o700)
         except BaseException:
             with self._lock:
-                self._reserve(token_id, -1)
-                if scope is not None:
-                    self._inflight.discard(scope)
+                self._requests.give_back(token_id, scope, reserved=True)
             raise
         return Ticket(pipeline_id, token_id, key, pipeline.max_upload_size, incoming, scope)
-
-    def _reserve(self, token_id: str, delta: int) -> None:
-        self._reserved += delta
-        left = self._reserved_by_token.get(token_id, 0) + delta
-        if left:
-            self._reserved_by_token[token_id] = left
-        else:
-            self._reserved_by_token.pop(token_id, None)
 
     def release(self, ticket: Ticket) -> None:
         """End a request: free its reservation and scope, remove its scratch files. Never raises."""
         with self._lock:
-            if ticket.reserved:
-                self._reserve(ticket.token_id, -1)
-                ticket.reserved = False
-            if ticket.scope is not None:
-                self._inflight.discard(ticket.scope)
-                ticket.scope = None
+            self._requests.give_back(ticket.token_id, ticket.scope, reserved=ticket.reserved)
+            ticket.reserved = False
+            ticket.scope = None
             ticket.released = True
         shutil.rmtree(ticket.incoming, ignore_errors=True)
 
@@ -360,7 +341,7 @@ class SharedUploadService:
         self.queue.admitted(run_id, ticket.token_id)
         with self._lock:
             if ticket.reserved:
-                self._reserve(ticket.token_id, -1)
+                self._requests.settle(ticket.token_id)
                 ticket.reserved = False
         self.admitted.set()
         return Accepted(dict(response), False)
@@ -402,7 +383,7 @@ class SharedUploadService:
 
     def pending_count(self) -> int:
         with self._lock:
-            reserved = self._reserved
+            reserved = self._requests.total
         return reserved + self.queue.counts()[0]
 
     def records(self) -> list[sg.UploadRecord]:
