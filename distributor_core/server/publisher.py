@@ -70,6 +70,12 @@ def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -
         source.close()
 
 
+def publication_error(exc: Exception) -> str:
+    """What an upload's record says of a publication that raised: the first line of the error."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @dataclass(frozen=True)
 class _Job:
     ticket: int
@@ -202,7 +208,7 @@ class InlinePublisher:
         try:
             report = self.publish(service, record)
         except Exception as exc:
-            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            error = publication_error(exc)
         record = sg.mark_finished(
             staging_path, job.run_id, report=report, error=error, clock=service.clock, redact=service.redactions
         )

@@ -29,7 +29,7 @@ import threading
 import time
 
 from distributor_core import staging as sg
-from distributor_core.server.publisher import PublishFunction, publish_staged_upload
+from distributor_core.server.publisher import PublishFunction, publication_error, publish_staged_upload
 from distributor_core.server.shared import SharedUploadService
 from distributor_core.staging.leases import LeaseKeeper
 from distributor_core.storage import StorageError
@@ -123,7 +123,7 @@ class SharedPublisher:
             try:
                 report = self.publish(service, record)
             except Exception as exc:
-                error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                error = publication_error(exc)
         if keeper.lost:
             log.warning("distributor: the publication lease of upload %s was taken over; its outcome is "
                         "left to the replica that holds it", record.run_id)
