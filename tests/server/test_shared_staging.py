@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from distributor_core.config import Environment
-from distributor_core.server import create_app
+from distributor_core.server import create_app, queueview
 from distributor_core.server.errors import ServerSetupError
 from tests.peers.moto import MotoServer
 from tests.server.harness import (
@@ -159,3 +160,29 @@ def test_scratch_left_by_a_killed_replica_is_removed_at_start(
     finally:
         app.state.runtime.shutdown()
     assert {p.name for p in scratch_root.iterdir()} == {alive.name}
+
+
+def test_the_queue_is_the_whole_store_s_whichever_replica_admitted(
+    tmp_path: Path, moto_serial_server: MotoServer
+) -> None:
+    setup, environ = shared_setup(tmp_path, moto_serial_server, queue_size=2)
+    with ExitStack() as stack:
+        one, two = (
+            stack.enter_context(run_server(create_app(
+                setup.config, env=Environment(environ), publisher="dagster", lookup_dagster_run=lambda _: None,
+            )))
+            for _ in range(2)
+        )
+        with one.client() as first, two.client() as second:
+            for name in ("a", "b"):  # nothing publishes them: no Dagster daemon
+                body = bundle_archive(setup.root, {"report.md": f"# {name}\n".encode()}, bundle_id=f"q.{name}")
+                assert upload(first, "reports", body).status_code == 202
+            third = bundle_archive(setup.root, {"report.md": b"# c\n"}, bundle_id="q.c")
+            refused = upload(first, "reports", third)  # the replica counts its own admissions at once
+            assert refused.status_code == 503 and refused.json()["retryable"], refused.text
+            # the other replica learns of them from its next listing of the store (every 2 s)
+            time.sleep(2 * queueview.DEFAULT_INTERVAL + 1)
+            elsewhere = upload(second, "reports", third)
+            assert (elsewhere.status_code, elsewhere.json()) == (503, refused.json())
+    bucket = setup.config.server.http.staging_store.bucket
+    assert len(keys(moto_serial_server, bucket, "staging/reports/records/")) == 2
