@@ -3,17 +3,22 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
+# Every Python dependency (and pip, setuptools, wheel, uv) at the version CI resolved when the lock
+# was committed. Refresh it on purpose with `make lock`.
+LOCK   := requirements/constraints.txt
+# pip installs from the lock only; the editable build uses the locked setuptools (no isolation).
+PIPLOCK := $(PIP) install --quiet --constraint $(LOCK)
 
-.PHONY: demo test install install-test peers lint bench clean
+.PHONY: demo test install install-test peers lint bench clean lock test-latest
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e .
+	$(PIPLOCK) pip setuptools wheel
+	$(PIPLOCK) --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install --quiet -e '.[test]'
+	$(PIPLOCK) --no-build-isolation -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -40,8 +45,21 @@ lint: install-test
 	$(VENV)/bin/lint-imports --no-cache
 
 bench: install
-	$(PIP) install --quiet -e '.[bench]'
+	$(PIPLOCK) --no-build-isolation -e '.[bench]'
 	@echo "see bench/README.md"
 
+## lock: refresh requirements/constraints.txt to the newest releases pyproject.toml allows (then run make test and commit it)
+lock: install
+	$(PIPLOCK) uv
+	$(VENV)/bin/uv pip compile pyproject.toml requirements/tools.in --all-extras --universal \
+		--python-version 3.11 --upgrade --quiet --custom-compile-command 'make lock' -o $(LOCK)
+
+## test-latest: the whole suite against the newest releases (in .venv-latest, ignoring the lock): what an upgrade would break
+test-latest: peers
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/pip install --quiet --upgrade pip setuptools wheel
+	.venv-latest/bin/pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	.venv-latest/bin/pytest $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info demo-output .dagster_home
+	rm -rf $(VENV) .venv-latest .pytest_cache build *.egg-info demo-output .dagster_home
