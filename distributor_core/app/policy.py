@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from distributor_core.config import Destination
 from distributor_core.plan.model import DestinationPolicy, LinkPolicy, TransferPolicy
+from distributor_core.state.bundle_retention import BundlePolicy
 
 
 def destination_policy(destination: Destination) -> DestinationPolicy:
@@ -27,3 +28,13 @@ def destination_policy(destination: Destination) -> DestinationPolicy:
         ),
         takeover_mode=destination.takeover.mode,
     )
+
+
+def bundle_policy(destination: Destination) -> BundlePolicy | None:
+    """The destination's ``retention.prune.bundles`` when pruning is enabled, else ``None``
+    (issue 37: ``prune`` removes whole bundle paths, and a run of every bundle publishes only
+    those the policy keeps)."""
+    prune = destination.retention.prune
+    if not prune.enabled or prune.bundles is None:
+        return None
+    return BundlePolicy(keep_latest=prune.bundles.keep_latest, older_than=prune.bundles.older_than)

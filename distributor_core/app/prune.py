@@ -1,5 +1,6 @@
 """``prune``: delete managed outputs the destination's retention policy selects
-(core-semantics §7.2–7.3, interfaces §2.7, resolutions A1, A3, B2, B4, C3).
+(core-semantics §7.2–7.3, interfaces §2.7, resolutions A1, A3, B2, B4, C3), or, with
+``retention.prune.bundles``, whole bundle paths (issue 37, :mod:`.prune_bundles`).
 
 Planning is the pure :func:`distributor_core.state.plan_prune`. Applying holds the destination
 lock, settles a crashed writer's journal first and deletes with the crash-safe protocol of
@@ -12,9 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from distributor_core.app.bundle_set import BundleSetReport
-from distributor_core.app.bundles import ReportedError, destination_storage, run_bundle_set
+from distributor_core.app.bundles import destination_storage, run_bundle_set
 from distributor_core.app.guard import enter_bundle, read_state
-from distributor_core.app.prune_apply import apply_prune
+from distributor_core.app.policy import bundle_policy
+from distributor_core.app.prune_apply import PruneError, apply_prune
+from distributor_core.app.prune_bundles import prune_by_bundle
 from distributor_core.app.repair_report import PruneReport
 from distributor_core.app.selection import (
     DISCOVERY_WALK_LIMIT,
@@ -38,16 +41,6 @@ from distributor_core.state import (
 )
 from distributor_core.storage.base import Storage
 from distributor_core.timefmt import now_seconds
-
-
-class PruneError(ReportedError):
-    """A prune failed after it had a report to show.
-
-    One bundle path: a planned delete failed (or the state rewrite after it); ``report`` is the
-    :class:`PruneReport` with ``failed_output`` and the confirmed ``deleted_outputs``; the message
-    is the delete error. ``all_bundles``: some bundle failed; ``report`` is the
-    :class:`BundleSetReport`.
-    """
 
 
 def prune_policy(destination: Destination) -> PrunePolicy:
@@ -146,6 +139,9 @@ def prune(
 
     ``bundle_path`` (default the destination root) selects one bundle path; ``all_bundles``
     every bundle path holding a ``.distributor.json`` and returns a :class:`BundleSetReport`.
+    With ``retention.prune.bundles`` (issue 37, :mod:`.prune_bundles`) whole bundle paths are
+    kept or removed: every bundle path of the owner unless ``bundle_path`` names one (the root
+    cannot be named alone; it is one of every).
     ``now`` is the planning and ``updated_at`` time (default: the current UTC time). ``storage``
     replaces the destination storage the config describes (tests, fault injection); it is not
     closed. A failed delete raises :class:`PruneError` carrying the partial report; every other
@@ -160,10 +156,19 @@ def prune(
     def one(path: str) -> PruneReport:
         return prune_bundle(target, opened, path, dry_run=dry_run, now=stamp, holder=holder, lock_wait=lock_wait)
 
+    by_bundle = bundle_policy(target.destination)
     with destination_storage(target, dry_run=dry_run, storage=storage) as opened:
-        if not all_bundles:
+        if by_bundle is not None:  # whole bundle paths: every one, unless --bundle names one
+            report = prune_by_bundle(
+                target, opened, by_bundle, dry_run=dry_run, now=stamp, holder=holder or default_holder("prune"),
+                lock_wait=lock_wait, discovery_limit=discovery_limit, only=bundle or None,
+            )
+            if isinstance(report, PruneReport):
+                return report
+        elif not all_bundles:
             return one(bundle)
-        report = run_bundle_set(target, opened, dry_run=dry_run, one=one, discovery_limit=discovery_limit)
+        else:
+            report = run_bundle_set(target, opened, dry_run=dry_run, one=one, discovery_limit=discovery_limit)
     if not report.ok:
         raise PruneError(report.error_message(), report)
     return report

@@ -28,10 +28,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from distributor_core import paths as lp
+from distributor_core.app.bundles import ReportedError
 from distributor_core.app.guard import Guard, LoadedState
 from distributor_core.execute import journal as jr
-from distributor_core.state import OwnerScope, PruneCandidate, marshal_state, remove_outputs
+from distributor_core.state import OwnerScope, PruneCandidate, marshal_state, remove_outputs, remove_owner
 from distributor_core.storage.errors import ErrorKind, StorageError
+
+
+class PruneError(ReportedError):
+    """A prune failed after it had a report to show.
+
+    One bundle path: a planned delete failed (or the state rewrite after it, or, removing a whole
+    bundle path, the state file's removal); ``report`` is the :class:`PruneReport` with
+    ``failed_output`` and the confirmed ``deleted_outputs``; the message is the error.
+    ``all_bundles``: some bundle failed; ``report`` is the :class:`BundleSetReport`.
+    """
 
 
 @dataclass
@@ -137,10 +148,16 @@ def apply_prune(
     scope: OwnerScope,
     now: datetime,
     holder: str,
+    drop_owner: bool = False,
 ) -> PruneResult:
-    """Delete ``planned`` (non-empty, planned order) under the held lock of ``guard``."""
+    """Delete ``planned`` (planned order) under the held lock of ``guard``. ``drop_owner`` (a
+    bundle prune in shared-root state that other owners keep, issue 37): the target state also
+    loses ``scope``'s owner record; a failure restores it with the records not deleted."""
     storage, bundle = guard.storage, guard.bundle_path
     target, changed = remove_outputs(loaded.document, [candidate.path for candidate in planned], scope=scope, now=now)
+    if drop_owner:
+        target, dropped = remove_owner(target, scope, now=now)
+        changed = changed or dropped
     if not changed:
         return PruneResult()
     target_bytes = marshal_state(target)  # validates first

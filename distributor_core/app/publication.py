@@ -4,7 +4,8 @@ Dagster publish assets share (one orchestrator, issue 12 item 8).
 - :func:`select_targets` — the destinations a run publishes to, with the one-destination rule of
   ``force`` and ``republish`` (resolutions B3);
 - :func:`destination_bundles` — which validated bundles a destination gets (sorted by path; a
-  ``fixed`` destination only the newest one);
+  ``fixed`` destination only the newest one); :func:`retained_bundles` — of a run of every
+  bundle, those a ``retention.prune.bundles`` policy keeps;
 - :func:`publish_to` — one (bundle, destination) publication through the core's
   :func:`~distributor_core.execute.publish.publish` (lock, recovery, plan, write protocol);
 - :func:`plan_destination` / :func:`execute_destination` — every bundle of one destination, planned
@@ -20,16 +21,18 @@ so a step opens the source once however many bundles or destinations it handles.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from distributor_core.app import refusal as refusals
-from distributor_core.app.policy import destination_policy
+from distributor_core.app.policy import bundle_policy, destination_policy
 from distributor_core.app.report import ActionReport, PipelineReport, RunReport
 from distributor_core.app.run_options import DestinationPool, RunEvent, RunOptions, RunSelectionError
 from distributor_core.config import Destination, Pipeline
 from distributor_core.source import SourceBundle, select_newest
+from distributor_core.state.bundle_retention import BundleCandidate, plan_bundle_retention
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import StorageError
 
@@ -91,6 +94,27 @@ def destination_bundles(destination: Destination, bundles: Sequence[SourceBundle
         newest = select_newest(bundles)
         return [] if newest is None else [newest]
     return sorted(bundles, key=lambda bundle: bundle.path)
+
+
+def retained_bundles(
+    destination: Destination, bundles: Sequence[SourceBundle], *, now: datetime
+) -> tuple[list[SourceBundle], list[SourceBundle]]:
+    """A run of every bundle (issue 37): of ``bundles``, those a ``retention.prune.bundles``
+    policy keeps (ranked among these bundles by manifest ``created``, as ``prune`` ranks the
+    published ones) and those it leaves out, so that a run never publishes what the next prune
+    removes. Without such a policy every bundle is kept."""
+    policy = bundle_policy(destination)
+    if policy is None:
+        return list(bundles), []
+    by_path = {bundle.path: bundle for bundle in bundles}
+    candidates = [
+        BundleCandidate(b.path, b.manifest.created, b.manifest.id, b.manifest.digest, len(b.manifest.files))
+        for b in bundles
+    ]
+    kept, left_out = [], []
+    for verdict in plan_bundle_retention(candidates, policy, now=now):
+        (left_out if verdict.removed else kept).append(by_path[verdict.bundle_path])
+    return sorted(kept, key=lambda b: b.path), sorted(left_out, key=lambda b: b.path)
 
 
 def action_entry(

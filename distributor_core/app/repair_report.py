@@ -25,7 +25,8 @@ from distributor_core.app.output_check import OutputCheck
 from distributor_core.app.unmanaged import UnmanagedEntry
 from distributor_core.execute.journal import Recovery
 from distributor_core.jsonfmt import go_json_string
-from distributor_core.state import OwnerScope, PruneCandidate
+from distributor_core.state import BundleVerdict, OwnerScope, PruneCandidate
+from distributor_core.timefmt import format_precise
 
 if TYPE_CHECKING:  # adoption's planning (plan, source) is not imported by audits and prunes
     from distributor_core.app.adopt import AdoptedOutput, Adoption
@@ -231,10 +232,25 @@ class PruneReport(ReportExtras):
     state_changed: bool = False
     would_change: bool = False
     dry_run: bool = False
+    #: issue 37, ``retention.prune.bundles``: what the policy does with this bundle path, and
+    #: whether this owner's publication there (``bundle_removed``) and the bundle path's
+    #: ``.distributor.json`` (``state_removed``, when no other owner remains) are gone
+    bundle_retention: BundleVerdict | None = None
+    bundle_removed: bool = False
+    state_removed: bool = False
 
     @property
     def status(self) -> str:
         return status_label(self.state_changed, self.would_change)
+
+    @property
+    def holds_bundle(self) -> bool:
+        """Whether, after this prune, the bundle path still holds outputs of the selected owner
+        (what a Dagster partition of the destination stands for)."""
+        if self.bundle_removed:
+            return False
+        remaining = self.checked_count - len(self.deleted_outputs)
+        return remaining > 0 or not self.enabled
 
     def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
         data = self._head(with_bundle_path=with_bundle_path)
@@ -251,14 +267,24 @@ class PruneReport(ReportExtras):
         if self.failed_output is not None:
             data["failed_output"] = self.failed_output.to_dict()
         data.update({"state_changed": self.state_changed, "would_change": self.would_change, "dry_run": self.dry_run})
+        if self.bundle_retention is not None:
+            data["bundle_retention"] = self.bundle_retention.to_dict()
+            data["bundle_removed"] = self.bundle_removed
+            data["state_removed"] = self.state_removed
         return self._tail(data)
 
     def text_line(self, *, with_bundle: bool = False) -> str:
-        return (
+        line = (
             f"Prune: {self._where(with_bundle=with_bundle)} status={self.status} checked={self.checked_count} "
             f"planned={len(self.planned_outputs)} deleted={len(self.deleted_outputs)} "
             f"preserved={len(self.preserved_outputs)} dry_run={flag_text(self.dry_run)}"
         )
+        verdict = self.bundle_retention
+        if verdict is not None:
+            line += f" bundle_action={verdict.action} created={format_precise(verdict.candidate.created)}"
+            if self.bundle_removed:
+                line += " removed=true"
+        return line
 
     def text_lines(self, *, with_bundle: bool = False) -> list[str]:
         lines = [self.text_line(with_bundle=with_bundle), *self._extra_lines(self)]

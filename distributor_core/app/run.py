@@ -27,6 +27,8 @@ from contextlib import ExitStack, contextmanager
 
 import msgspec
 
+from distributor_core import paths as lp
+from distributor_core.app.policy import bundle_policy
 from distributor_core.app.publication import (
     PipelineOutcome,
     TargetError,
@@ -34,6 +36,7 @@ from distributor_core.app.publication import (
     invalid_entry,
     publish_to,
     require_one_target,
+    retained_bundles,
     run_report,
     select_targets,
 )
@@ -52,6 +55,7 @@ from distributor_core.source import (
 from distributor_core.storage.base import Storage
 from distributor_core.storage.capabilities import Feature
 from distributor_core.storage.factory import open_source_storage
+from distributor_core.timefmt import now_seconds
 from distributor_core.validation_cache import ValidationCache, enabled_by_env
 
 __all__ = [
@@ -251,10 +255,28 @@ def publish_bundles(
     config order."""
     destinations = selected_destinations(pipeline, options)
     chosen = {d.id: {b.path for b in destination_bundles(d, bundles)} for d in destinations}
+    if options.bundle_path is None:  # every bundle: none a bundle retention policy removes (issue 37)
+        now = now_seconds(options.clock)
+        for destination in destinations:
+            kept, left_out = retained_bundles(destination, bundles, now=now)
+            if left_out:
+                chosen[destination.id] &= {b.path for b in kept}
+                report.warnings.append(left_out_warning(pipeline, destination, left_out))
     for bundle in sorted(bundles, key=lambda b: b.path):
         for destination in destinations:
             if bundle.path in chosen[destination.id]:
                 report.actions.append(publish_to(pipeline, destination, source, bundle, pool=pool, options=options))
+
+
+def left_out_warning(pipeline: Pipeline, destination: Destination, left_out: Sequence[SourceBundle]) -> str:
+    """What a run of every bundle says about the bundles a bundle retention policy left out."""
+    policy = bundle_policy(destination)
+    shown = ", ".join(lp.display_path(b.path) for b in left_out[:5]) + (" ..." if len(left_out) > 5 else "")
+    return (
+        f"{pipeline.id}/{destination.id}: {len(left_out)} bundle(s) of the source not published, outside "
+        f"retention.prune.bundles ({policy.describe() if policy else ''}): {shown} "
+        "(a prune would remove them again)"
+    )
 
 
 # ---------------------------------------------------------------- the whole sequence
@@ -306,6 +328,7 @@ def run_config(config: Config, options: RunOptions | None = None, *, env: Enviro
             part = publish_pipeline(pipeline, source, pool=pool, options=options, cache=cache)
             report.pipelines.extend(part.pipelines)
             report.actions.extend(part.actions)
+            report.warnings.extend(part.warnings)
         for cache in caches.values():
             report.warnings.extend(w for w in cache.warnings if w not in report.warnings)
     return report

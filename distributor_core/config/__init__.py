@@ -11,6 +11,7 @@ any shell (it is pure data; nothing here opens a connection).
 from distributor_core.config.errors import ConfigError, ConfigFileError, ConfigLookupError, SecretError
 from distributor_core.config.load import load_config, parse_config
 from distributor_core.config.models import (
+    BundleRetention,
     Config,
     DagsterAssets,
     Destination,
@@ -53,6 +54,7 @@ from distributor_core.config.units import format_byte_size, format_duration, par
 from distributor_core.config.validate import destination_context, is_slug_like_id, pipeline_context
 
 __all__ = [
+    "BundleRetention",
     "Config",
     "ConfigError",
     "ConfigFileError",

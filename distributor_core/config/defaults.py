@@ -226,6 +226,12 @@ def _backend(raw: Tree, base_dir: Path, *, http: Tree | None = None, pipeline_id
     return {"backend": name, **{k: v for k, v in raw.items() if k != "backend"}}
 
 
+def _bundle_retention(raw: Tree | None) -> Tree | None:
+    if raw is None:
+        return None
+    return {"keep_latest": raw.get("keep_latest"), "older_than": raw.get("older_than")}
+
+
 def _destination(raw: Tree, base_dir: Path) -> Tree:
     storage_raw = {k: v for k, v in raw.items() if k == "backend" or k in BACKEND_KEY_OWNERS}
     publish = raw.get("publish")
@@ -262,6 +268,7 @@ def _destination(raw: Tree, base_dir: Path) -> Tree:
                 "enabled": prune.get("enabled", False),
                 "older_than": prune.get("older_than"),
                 "keep_latest": prune.get("keep_latest"),
+                "bundles": _bundle_retention(prune.get("bundles")),
             }
         },
         "takeover": {"mode": raw.get("takeover", {}).get("mode") or "same_pipeline"},

@@ -379,8 +379,20 @@ DESTINATION_FIELDS = _table(
                 "the policy `distributor prune` applies",
                 fields=_table(
                     enabled=Field(Kind.BOOLEAN, "enable pruning", default=False),
-                    older_than=Field(Kind.DURATION, "prune outputs updated longer ago than this"),
-                    keep_latest=Field(Kind.INTEGER, "always keep this many newest outputs"),
+                    older_than=Field(
+                        Kind.DURATION, "prune outputs (files) of each bundle path updated longer ago than this"
+                    ),
+                    keep_latest=Field(Kind.INTEGER, "always keep this many newest outputs (files) of each bundle path"),
+                    bundles=Field(
+                        Kind.MAPPING,
+                        "preserve_relative destinations: remove whole bundle paths (outputs, .distributor.json, "
+                        "empty folders), the newest bundles by their manifest's created time kept; instead of "
+                        "older_than and keep_latest",
+                        fields=_table(
+                            keep_latest=Field(Kind.INTEGER, "always keep this many newest bundles"),
+                            older_than=Field(Kind.DURATION, "remove bundles created longer ago than this"),
+                        ),
+                    ),
                 ),
             ),
         ),

@@ -267,12 +267,24 @@ class ReconciliationPolicy(_Model, kw_only=True):
     mode: Literal["replace", "merge"] = "replace"
 
 
+class BundleRetention(_Model, kw_only=True):
+    """``retention.prune.bundles``: whole bundle paths of a ``preserve_relative`` destination, the
+    newest ``keep_latest`` (by manifest ``created``) always kept, the rest removed when created
+    before ``now - older_than`` (or, with only ``keep_latest``, always)."""
+
+    keep_latest: int | None = None
+    older_than: timedelta | None = None
+
+
 class PrunePolicy(_Model, kw_only=True):
-    """``retention.prune``. ``keep_latest`` may be negative only while ``enabled`` is false."""
+    """``retention.prune``. ``keep_latest`` may be negative only while ``enabled`` is false.
+    ``older_than`` and ``keep_latest`` prune outputs of each bundle path (the Go tool's keys);
+    ``bundles`` prunes whole bundle paths instead."""
 
     enabled: bool = False
     older_than: timedelta | None = None
     keep_latest: int | None = None
+    bundles: BundleRetention | None = None
 
 
 class RetentionPolicy(_Model, kw_only=True):

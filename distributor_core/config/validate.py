@@ -140,6 +140,9 @@ def validate_tree(tree: Tree) -> list[str]:
         destination_ids: set[str] = set()
         for position, destination in enumerate(pipeline["destinations"]):
             _destination(destination, destination_context(index, position), pipeline_id, destination_ids, errs)
+            _bundle_retention(
+                destination, destination_context(index, position), pipeline["source"].get("backend"), errs
+            )
 
     _upload_tokens(tree["upload_tokens"], pipeline_ids, upload_pipeline_ids, errs)
     return errs
@@ -320,12 +323,43 @@ def _retention(prune: Tree, context: str, errs: list[str]) -> None:
     if not prune["enabled"]:
         return
     older_than, keep_latest = prune["older_than"], prune["keep_latest"]
-    if older_than is None and keep_latest is None:
+    if older_than is None and keep_latest is None and prune["bundles"] is None:
         errs.append(f"{context}.prune must set older_than or keep_latest when enabled is true")
     if older_than is not None and older_than.total_seconds() <= 0:
         errs.append(f"{context}.prune.older_than must be greater than zero")
     if keep_latest is not None and keep_latest < 0:
         errs.append(f"{context}.prune.keep_latest must be zero or greater")
+
+
+def _bundle_retention(destination: Tree, context: str, source_backend: str | None, errs: list[str]) -> None:
+    """``retention.prune.bundles`` (issue 37): whole bundle paths of a ``preserve_relative``
+    destination; checked, like the rest of ``retention.prune``, only when ``enabled`` is true."""
+    prune = destination["retention"]["prune"]
+    bundles = prune["bundles"]
+    if not prune["enabled"] or bundles is None:
+        return
+    where = f"{context}.retention.prune.bundles"
+    if bundles["keep_latest"] is None and bundles["older_than"] is None:
+        errs.append(f"{where} must set keep_latest or older_than")
+    if bundles["keep_latest"] is not None and bundles["keep_latest"] < 1:
+        errs.append(f"{where}.keep_latest must be 1 or greater")
+    if bundles["older_than"] is not None and bundles["older_than"].total_seconds() <= 0:
+        errs.append(f"{where}.older_than must be greater than zero")
+    if prune["older_than"] is not None or prune["keep_latest"] is not None:
+        errs.append(
+            f"{where} cannot be combined with retention.prune.older_than or keep_latest (those prune the outputs "
+            "of each bundle path; bundles removes whole bundle paths): choose one"
+        )
+    if destination["path_mapping"]["mode"] == "fixed":
+        errs.append(
+            f"{where} needs path_mapping.mode preserve_relative (a fixed destination holds one bundle at its root; "
+            "use retention.prune.older_than or keep_latest there)"
+        )
+    elif source_backend == "http_upload":
+        errs.append(
+            f"{where} is not supported for destinations of http_upload pipelines (every upload is published at the "
+            "destination root)"
+        )
 
 
 def _upload_tokens(

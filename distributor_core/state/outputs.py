@@ -382,6 +382,29 @@ def remove_outputs(
     return _remove(doc, paths, scope, now)
 
 
+def remove_owner(doc: StateDocument, scope: OwnerScope, *, now: datetime) -> tuple[StateDocument, bool]:
+    """Drop ``scope`` from shared-root state: its output records and its owner record (a bundle
+    prune of that owner, issue 37). Other owners are untouched; ``updated_at`` = ``now`` if
+    changed. Single-owner state is returned unchanged (a bundle path ends with its owner)."""
+    _require_document(doc)
+    if not isinstance(doc, SharedRootState):
+        return doc, False
+    owners = tuple(owner for owner in doc.owners if owner.scope != scope)
+    outputs = tuple(output for output in doc.outputs if output.scope != scope)
+    if len(owners) == len(doc.owners) and len(outputs) == len(doc.outputs):
+        return doc, False
+    return msgspec.structs.replace(doc, owners=owners, outputs=outputs, updated_at=truncate_seconds(now)), True
+
+
+def other_owners(doc: StateDocument, scope: OwnerScope) -> tuple[OwnerScope, ...]:
+    """The owners recorded in ``doc`` besides ``scope`` (single-owner state: its owner, unless it
+    is ``scope``)."""
+    _require_document(doc)
+    if isinstance(doc, SingleOwnerState):
+        return () if doc.scope == scope else (doc.scope,)
+    return tuple(owner.scope for owner in doc.owners if owner.scope != scope)
+
+
 __all__ = [
     "PlannedOutput",
     "current_publication_outputs",
@@ -389,6 +412,7 @@ __all__ = [
     "managed_paths",
     "merge_output_records",
     "merge_owner_outputs",
+    "other_owners",
     "output_owner",
     "outputs_of",
     "owned_paths",
@@ -399,6 +423,7 @@ __all__ = [
     "project_single_owner_outputs",
     "remove_missing_outputs",
     "remove_outputs",
+    "remove_owner",
     "replace_owner_outputs",
     "shared_root_migration_base",
     "upsert_owner",
