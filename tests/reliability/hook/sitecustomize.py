@@ -19,6 +19,9 @@ variables, records or kills:
     of ``kind``, so ``write:*:during:<k>`` stops in the first write that streams more than ``k``
     bytes, whichever its place among parallel writes. A ``during`` stop is for a test that kills
     the stopped process from outside (continued, the write fails).
+``DISTRIBUTOR_TEST_FAIL=<kind>:<path>``
+    fail the first call of ``kind`` on the destination-relative ``path`` with the storage error
+    the fault injector raises by default (``delete``: ``permission``): a failure, not a crash.
 ``DISTRIBUTOR_TEST_LOCK_WAIT`` / ``DISTRIBUTOR_TEST_LOCK_LEASE`` (seconds)
     override the lock wait (30 s) and lease (120 s) of every publication.
 
@@ -36,7 +39,8 @@ def _install() -> None:
     trace = os.environ.get("DISTRIBUTOR_TEST_TRACE")
     kill = os.environ.get("DISTRIBUTOR_TEST_KILL")
     stop = os.environ.get("DISTRIBUTOR_TEST_STOP")
-    if not trace and not kill and not stop:
+    fail = os.environ.get("DISTRIBUTOR_TEST_FAIL")
+    if not trace and not kill and not stop and not fail:
         return
     from distributor_core.storage import factory
     from distributor_core.storage.faults import Fault, FaultInjectingStorage
@@ -68,6 +72,9 @@ def _install() -> None:
         else:
             faults.append(Fault(kind, nth=None if every else int(nth), times=None if every else 1,  # type: ignore[arg-type]
                                 when=when, error=stall))
+    if fail:
+        kind, _, path = fail.partition(":")
+        faults.append(Fault(kind, path=path))  # type: ignore[arg-type]
     trace_fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if trace else None
 
     class Hooked(FaultInjectingStorage):
