@@ -162,10 +162,16 @@ def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
         state_text = f"{where}: {health.error}"
     else:
         state_text = "state is valid"
+    # a bundle whose outputs were all pruned or dropped: no check passes on an empty output list
+    emptied = not health.error and not missing and health.report is not None and health.report.holds is False
     if missing:
         present_text = f"{len(missing)} managed output(s) missing: " + ", ".join(missing[:5])
     elif health.error:
         present_text = "state could not be read: " + health.error
+    elif emptied:
+        present_text = (f"{where}: the state records no output of this destination although its bundle has "
+                        "outputs to publish: they were pruned or their records dropped (reconcile-state); "
+                        "nothing of it is published here")
     else:
         present_text = "every managed output exists"
     unmanaged_text = f"{unmanaged_count} unmanaged entr{'y' if unmanaged_count == 1 else 'ies'}"
@@ -176,7 +182,7 @@ def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
     return {
         "state_valid": Outcome("state_valid", not health.error, state_text, {**common, "error": health.error}),
         "managed_outputs_present": Outcome(
-            "managed_outputs_present", not health.error and not missing, present_text,
+            "managed_outputs_present", not health.error and not missing and not emptied, present_text,
             {
                 **common,
                 "checked_count": dg.MetadataValue.int(health.report.checked_count if health.report else 0),

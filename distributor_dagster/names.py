@@ -158,8 +158,10 @@ class GraphNames:
 class PipelineNames:
     """Names of one pipeline: its source asset key, the key of the unpartitioned
     "newest bundle" view (``newest_key``, only when per-bundle and ``fixed`` destinations mix),
-    the dynamic partitions of its bundles (``partitions``, empty when nothing is partitioned), its
-    publish graphs, the asset job ``publish_<p>`` and its sensor."""
+    the dynamic partitions of its bundles (``partitions``: the source's, the bundles the source
+    holds or a destination still holds; ``published``: its per-bundle destinations', the bundles
+    they hold or are about to get; both empty when nothing is partitioned), its publish graphs,
+    the asset job ``publish_<p>`` and its sensor."""
 
     pipeline_id: str
     source_key: tuple[str, ...]
@@ -172,6 +174,7 @@ class PipelineNames:
     watch_sensor: str
     uploads_sensor: str
     destinations: tuple[DestinationNames, ...]
+    published: str = ""
 
     def destination(self, destination_id: str) -> DestinationNames:
         for names in self.destinations:
@@ -250,6 +253,7 @@ def pipeline_names(registry: NameRegistry, pipeline: Pipeline, keys: AssetKeys, 
         newest_key = registry.claim_key(keys.newest, owner)
         newest_observe_op = registry.claim("op", f"{prefix}{p}{NEWEST_GRAPH}__observe", owner)
     partitions = registry.claim("partitions", f"{'/'.join(source_key)}__bundles", owner) if partitioned else ""
+    published = registry.claim("partitions", f"{'/'.join(source_key)}__published", owner) if partitioned else ""
     observe_op = registry.claim("op", f"{prefix}{p}__observe", owner)
     publish_job = registry.claim("job", publish_job_name(prefix, pipeline.id), owner)
     if pipeline.is_upload:
@@ -273,6 +277,7 @@ def pipeline_names(registry: NameRegistry, pipeline: Pipeline, keys: AssetKeys, 
         watch_sensor=watch_sensor,
         uploads_sensor=uploads_sensor,
         destinations=destinations,
+        published=published,
     )
 
 

@@ -28,7 +28,8 @@ from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import destination_storage, run_bundle_set
 from distributor_core.app.config_walk import ConfigSetReport, walk_config
 from distributor_core.app.guard import read_state, reader_warnings, stat_state
-from distributor_core.app.output_check import OutputCheck, check_outputs, outputs_in_scope
+from distributor_core.app.output_check import MISSING, OutputCheck, check_outputs, outputs_in_scope
+from distributor_core.app.policy import holds_bundle
 from distributor_core.app.selection import (
     DISCOVERY_WALK_LIMIT,
     ConfigSource,
@@ -39,7 +40,7 @@ from distributor_core.app.selection import (
 )
 from distributor_core.app.unmanaged import UNMANAGED_WALK_LIMIT, unmanaged_entries
 from distributor_core.config import Config, Environment, load_config
-from distributor_core.state import managed_paths
+from distributor_core.state import managed_paths, outputs_of
 from distributor_core.storage.base import Storage
 
 
@@ -131,6 +132,9 @@ def audit_bundle(
         allow_unmanaged=allow_unmanaged,
         truncated=truncated,
     )
+    mine = {output.path for output in outputs_of(document, target.scope)}
+    present = sum(1 for check in checks if check.path in mine and check.status != MISSING)
+    report.holds = holds_bundle(document, target.scope, target.destination, present)
     if not report.clean:
         report.refusal = refusals.audit_problems(
             target.destination.storage, target.pipeline.id, target.destination.id, bundle_path,

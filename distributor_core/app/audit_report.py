@@ -44,6 +44,9 @@ class AuditReport(ReportExtras):
     truncated: bool = False
     #: where and how to fix what the audit found (``refusal`` in JSON), when it is not clean
     refusal: Refusal | None = None
+    #: whether the bundle path holds the owner's publication (outputs there); not in the JSON,
+    #: the Dagster partitions follow it (issue 37)
+    holds: bool | None = None
 
     @property
     def checked_count(self) -> int:

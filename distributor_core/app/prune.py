@@ -15,7 +15,7 @@ from datetime import datetime
 from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import destination_storage, run_bundle_set
 from distributor_core.app.guard import enter_bundle, read_state
-from distributor_core.app.policy import bundle_policy
+from distributor_core.app.policy import bundle_policy, holds_bundle
 from distributor_core.app.prune_apply import PruneError, apply_prune
 from distributor_core.app.prune_bundles import prune_by_bundle
 from distributor_core.app.repair_report import PruneReport
@@ -37,6 +37,7 @@ from distributor_core.state import (
     PrunePolicy,
     StateDocument,
     current_publication_outputs,
+    outputs_of,
     plan_prune,
 )
 from distributor_core.storage.base import Storage
@@ -108,12 +109,16 @@ def prune_bundle(
         warning = current_publication_warning(loaded.document, target.scope, report.planned_outputs)
         if warning:
             report.warnings.append(warning)
+        recorded = len(outputs_of(loaded.document, target.scope))
+        report.holds = holds_bundle(loaded.document, target.scope, target.destination, recorded)
         if dry_run or not report.planned_outputs:
             return report
         result = apply_prune(guard, loaded, plan.pruned_outputs, scope=target.scope, now=now, holder=who)
         report.deleted_outputs = list(result.deleted)
         report.state_changed = result.state_changed
         report.warnings.extend(result.warnings)
+        report.holds = holds_bundle(loaded.document, target.scope, target.destination,
+                                    recorded - len(result.deleted))
         if result.error is not None:
             report.failed_output = result.failed
             raise PruneError(str(result.error), report) from result.error

@@ -26,6 +26,7 @@ from distributor_core import paths as lp
 from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.bundles import BUNDLE_ERRORS, run_bundle_set
 from distributor_core.app.guard import LoadedState, enter_bundle, read_state
+from distributor_core.app.policy import holds_bundle
 from distributor_core.app.prune_apply import PruneError, apply_prune
 from distributor_core.app.repair_report import PruneReport
 from distributor_core.app.selection import Target, discover_state_bundles
@@ -49,8 +50,9 @@ from distributor_core.storage.errors import ErrorKind, StorageError
 
 
 def _report(target: Target, bundle_path: str, verdict: BundleVerdict, outputs: list[PruneCandidate], *,
-            dry_run: bool) -> PruneReport:
+            dry_run: bool, loaded: LoadedState | None = None) -> PruneReport:
     removing = verdict.removed
+    holds = holds_bundle(loaded.document if loaded else None, target.scope, target.destination, len(outputs))
     return PruneReport(
         pipeline_id=target.pipeline.id,
         destination_id=target.destination.id,
@@ -66,6 +68,7 @@ def _report(target: Target, bundle_path: str, verdict: BundleVerdict, outputs: l
         would_change=dry_run and removing,
         dry_run=dry_run,
         bundle_retention=verdict,
+        holds=holds,
     )
 
 
@@ -133,11 +136,11 @@ def remove_bundle(target: Target, storage: Storage, verdict: BundleVerdict, *, d
             kept = BundleVerdict(verdict.candidate, KEEP, f"not removed: {changed}")
             still_owner = bundle_candidate(loaded.document, target.scope, path) is not None
             report = _report(target, path, kept, _owner_outputs(loaded, target) if still_owner else [],
-                             dry_run=dry_run)
+                             dry_run=dry_run, loaded=loaded)
             report.warnings.append(f"{lp.display_path(path)} was not removed: {changed}; run prune again")
             return report
         outputs = _owner_outputs(loaded, target)
-        report = _report(target, path, verdict, outputs, dry_run=dry_run)
+        report = _report(target, path, verdict, outputs, dry_run=dry_run, loaded=loaded)
         report.recovery = guard.recovery
         report.warnings.extend(guard.warnings)
         if dry_run:
@@ -150,8 +153,11 @@ def remove_bundle(target: Target, storage: Storage, verdict: BundleVerdict, *, d
         report.warnings.extend(result.warnings)
         if result.error is not None:
             report.failed_output = result.failed
+            report.holds = holds_bundle(loaded.document, target.scope, target.destination,
+                                        len(outputs) - len(result.deleted))
             raise PruneError(str(result.error), report) from result.error
         report.bundle_removed = True
+        report.holds = False
         if not others:
             guard.ensure_held()
             try:
@@ -186,7 +192,8 @@ def _remove_empty_folders(storage: Storage, bundle_path: str, report: PruneRepor
 
 
 def keep_report(target: Target, verdict: BundleVerdict, loaded: LoadedState, *, dry_run: bool) -> PruneReport:
-    return _report(target, verdict.bundle_path, verdict, _owner_outputs(loaded, target), dry_run=dry_run)
+    return _report(target, verdict.bundle_path, verdict, _owner_outputs(loaded, target), dry_run=dry_run,
+                   loaded=loaded)
 
 
 def prune_by_bundle(

@@ -36,6 +36,7 @@ from distributor_core.app.bundles import ReportedError, destination_storage, run
 from distributor_core.app.config_walk import ConfigSetReport, walk_config
 from distributor_core.app.guard import LoadedState, enter_bundle, read_state
 from distributor_core.app.output_check import MISSING, check_outputs, outputs_in_scope
+from distributor_core.app.policy import holds_bundle
 from distributor_core.app.repair_report import MissingOutput, ReconcileStateReport
 from distributor_core.app.selection import (
     DISCOVERY_WALK_LIMIT,
@@ -56,6 +57,7 @@ from distributor_core.state import (
     StateDocument,
     managed_paths,
     marshal_state,
+    outputs_of,
     remove_missing_outputs,
 )
 from distributor_core.storage.base import BytesCallback, Storage
@@ -167,6 +169,7 @@ def reconcile_bundle(
                 changed = True
                 if document is None and repaired is not None:
                     report.state_schema = repaired.schema_version
+        report.holds = _holds(target, document, repaired, dropped, report)
         report.would_change = dry_run and changed
         if dry_run or not changed or repaired is None:
             return report
@@ -176,6 +179,19 @@ def reconcile_bundle(
         storage.write_bytes(lp.state_path(bundle_path), data, overwrite=True, if_revision=revision)
         report.changed = True
         return report
+
+
+def _holds(target: Target, document: StateDocument | None, repaired: StateDocument | None, dropped: list[str],
+           report: ReconcileStateReport) -> bool:
+    """Whether the bundle path holds the owner's publication by what this repair found: the
+    owner's recorded outputs less those missing or changed, plus any it adopts."""
+    scope = target.scope
+    final = repaired if repaired is not None else document
+    if final is None:
+        return False
+    mine = {output.path for output in outputs_of(document, scope)} if document is not None else set()
+    remaining = len(mine - set(dropped)) + len(report.adopted_outputs)
+    return holds_bundle(final, scope, target.destination, remaining)
 
 
 def _adopt(

@@ -143,6 +143,9 @@ class ReconcileStateReport(ReportExtras):
     #: issue 18: adoption of unmanaged files (``adopt``)
     adopt: bool = False
     adoption: Adoption | None = None
+    #: whether the bundle path holds the owner's publication (outputs there, by this report's
+    #: findings); not in the JSON, the Dagster partitions follow it (issue 37)
+    holds: bool | None = None
 
     @property
     def status(self) -> str:
@@ -238,19 +241,13 @@ class PruneReport(ReportExtras):
     bundle_retention: BundleVerdict | None = None
     bundle_removed: bool = False
     state_removed: bool = False
+    #: whether the bundle path still holds the owner's publication afterwards (``None``: not
+    #: known); not in the report's JSON, the Dagster partitions follow it (issue 37)
+    holds: bool | None = None
 
     @property
     def status(self) -> str:
         return status_label(self.state_changed, self.would_change)
-
-    @property
-    def holds_bundle(self) -> bool:
-        """Whether, after this prune, the bundle path still holds outputs of the selected owner
-        (what a Dagster partition of the destination stands for)."""
-        if self.bundle_removed:
-            return False
-        remaining = self.checked_count - len(self.deleted_outputs)
-        return remaining > 0 or not self.enabled
 
     def to_dict(self, *, with_bundle_path: bool = False) -> dict[str, Any]:
         data = self._head(with_bundle_path=with_bundle_path)

@@ -34,6 +34,7 @@ from distributor_core.config.fields import (
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_MANIFEST_SIZE,
     DEFAULT_MAX_NAME_LENGTH,
+    DEFAULT_MAX_PARTITIONS,
     DEFAULT_MAX_PATH_DEPTH,
     DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_MAX_UPLOAD_SIZE,
@@ -147,7 +148,10 @@ def _pipeline(raw: Tree, http: Tree, base_dir: Path) -> Tree:
         "id": pipeline_id,
         "source": _backend(raw.get("source", {}), base_dir, http=http, pipeline_id=pipeline_id),
         "validation": {"cache": raw.get("validation", {}).get("cache", True)},
-        "dagster": _dagster(raw.get("dagster", {})),
+        "dagster": {
+            **_dagster(raw.get("dagster", {})),
+            "max_partitions": raw.get("dagster", {}).get("max_partitions", DEFAULT_MAX_PARTITIONS),
+        },
         "destinations": [_destination(item, base_dir) for item in raw.get("destinations", [])],
     }
 

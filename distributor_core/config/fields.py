@@ -318,6 +318,21 @@ DAGSTER_FIELDS = _table(
     deps=Field(Kind.STRING_LIST, "upstream asset keys, components joined by / (e.g. analytics/daily_report)"),
 )
 
+#: ``dagster.max_partitions`` of a pipeline when unset (issue 37): Dagster's UI slows past about
+#: 10,000 partitions per asset (its docs advise fewer than 100,000).
+DEFAULT_MAX_PARTITIONS = 10_000
+
+#: the pipeline's ``dagster`` block: the asset settings, and how many bundles stay partitions
+PIPELINE_DAGSTER_FIELDS = _table(
+    **DAGSTER_FIELDS,
+    max_partitions=Field(
+        Kind.INTEGER,
+        "bundles the pipeline keeps as Dagster partitions at most; beyond it the partitions of the bundles "
+        "seen first are deleted (their files stay)",
+        default=DEFAULT_MAX_PARTITIONS,
+    ),
+)
+
 DESTINATION_FIELDS = _table(
     id=Field(Kind.STRING, "destination id, unique within the pipeline", pattern=SLUG_PATTERN),
     publish=Field(
@@ -448,8 +463,8 @@ PIPELINE_FIELDS = _table(
     dagster=Field(
         Kind.MAPPING,
         "how the pipeline's assets look in Dagster: group, owners and tags apply to all of them; "
-        "description, kinds and deps to the source asset",
-        fields=DAGSTER_FIELDS,
+        "description, kinds and deps to the source asset; max_partitions bounds its bundle partitions",
+        fields=PIPELINE_DAGSTER_FIELDS,
     ),
     destinations=Field(
         Kind.MAPPING_LIST,

@@ -25,6 +25,7 @@ import msgspec
 
 from distributor_core.config.addresses import split_host_port
 from distributor_core.config.errors import ConfigLookupError
+from distributor_core.config.fields import DEFAULT_MAX_PARTITIONS
 
 
 class _Model(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -348,11 +349,18 @@ class Destination(_Model, kw_only=True):
         return markdown.mode
 
 
+class PipelineDagster(DagsterAssets, kw_only=True):
+    """A pipeline's ``dagster`` block: its assets' settings, and ``max_partitions``, how many
+    bundles stay partitions in Dagster at most (issue 37)."""
+
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
+
+
 class Pipeline(_Model, kw_only=True):
     id: str
     source: SourceBackend
     validation: ValidationPolicy = ValidationPolicy()
-    dagster: DagsterAssets = DagsterAssets()
+    dagster: PipelineDagster = PipelineDagster()
     destinations: tuple[Destination, ...]
 
     @property

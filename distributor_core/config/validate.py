@@ -135,6 +135,8 @@ def validate_tree(tree: Tree) -> list[str]:
             upload_pipeline_ids[pipeline_id] = None
             _staging_overlap(pipeline["source"].get("staging_path"), pipeline_id, context, staging_paths, errs)
 
+        if pipeline["dagster"]["max_partitions"] < 1:
+            errs.append(f"{context}.dagster.max_partitions must be 1 or greater")
         if not pipeline["destinations"]:
             errs.append(f"{context}.destinations is required")
         destination_ids: set[str] = set()

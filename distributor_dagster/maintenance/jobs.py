@@ -35,9 +35,11 @@ from distributor_core.app.selection import Target
 from distributor_core.timefmt import now_seconds
 from distributor_dagster.failure import failure
 from distributor_dagster.maintenance.config import AuditConfig, MaintenanceConfig, PruneConfig, RepairConfig
+from distributor_dagster.maintenance.holding import end_partitions, no_longer_held
 from distributor_dagster.maintenance.record import audit_digests, check_evaluations, observations, sections
 from distributor_dagster.maintenance.selection import select_destinations
 from distributor_dagster.maintenance.slots import root_slot
+from distributor_dagster.partitions import bundle_key
 from distributor_dagster.site import Site, holder, pool_name
 
 #: The core's work on one destination: its report (a bundle set's, or one bundle path's).
@@ -84,6 +86,11 @@ def _steps(
         paths = [s.bundle_path for s in sections(report)] if report is not None else []
         if config.bundle_path and config.bundle_path not in paths:
             paths.append(config.bundle_path)
+        if selected.names.partitioned and report is not None:  # the partitions follow the files
+            published = site.pipeline_names(selected.pipeline.id).published
+            gone = no_longer_held(context.instance, selected, published, report, every=not config.bundle_path)
+            end_partitions(context, published, gone, selected.label)
+            paths = [path for path in paths if bundle_key(path) not in set(gone)]
         digests = audit_digests(report) if operation == "audit" and report is not None else None
         yield from check_evaluations(context, site, selected, paths, digests)
         result = section.to_dict()

@@ -45,7 +45,8 @@ def _config_mapping(pipeline: Pipeline, graph: GraphNames) -> dg.ConfigMapping:
 
 
 def graph_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.AssetsDefinition:
-    partitions = partitions_def(pnames.partitions) if graph.partitioned else None
+    # the destinations' own partitions (the bundles they hold), mapped one to one onto the source's
+    partitions = partitions_def(pnames.published) if graph.partitioned else None
     upload = pipeline.is_upload
     source_key = pnames.source_key if graph.partitioned or not pnames.newest_key else pnames.newest_key
     outs: dict[str, dg.AssetOut] = {}
@@ -108,7 +109,8 @@ def graph_assets(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: G
         name=graph.node,
         outs=outs,
         ins={
-            "source": dg.AssetIn(key=dg.AssetKey(list(source_key)), dagster_type=dg.Nothing),
+            "source": dg.AssetIn(key=dg.AssetKey(list(source_key)), dagster_type=dg.Nothing,
+                                 partition_mapping=dg.IdentityPartitionMapping() if partitions else None),
             **dict(upstream.values()),
         },
         can_subset=not upload,

@@ -138,6 +138,8 @@ def _bundle_items(
         if graph.partitioned:  # a bundle that cannot be a partition cannot be a partition's publication
             paths = [p for p in paths if key_problem(p) is None]
         added = add_partitions(context.instance, pnames.partitions, keys_ok)
+        if graph.partitioned:  # the bundles this run publishes become the destinations' partitions too
+            added = list(dict.fromkeys(added + add_partitions(context.instance, pnames.published, keys_ok)))
         if added:
             context.log.info(f"added {len(added)} bundle partition(s): " + ", ".join(added[:20]))
         for bundle in seen:

@@ -187,6 +187,14 @@ class Scan:
     read: int = 0
     #: the budget ran out: some dirty buckets wait for the next tick
     partial: bool = False
+    #: buckets whose bundles this tick compared with the last one it committed (their new hash
+    #: is committed now, or they hold no bundle any more): a bundle seen before that is not in
+    #: them now left the source. ``None``: every bucket (no earlier cursor to compare with).
+    settled: set[int] | None = field(default_factory=set)
+
+    def may_have_left(self, bundle_path: str) -> bool:
+        """Whether this tick is the one that notices ``bundle_path`` left the source (when it did)."""
+        return self.settled is None or bucket_of(bundle_path) in self.settled
 
     @property
     def count(self) -> int:
@@ -229,6 +237,8 @@ def scan_source(
     members: dict[int, list[Listed]] = defaultdict(list)
     for bundle in listed.values():
         members[bucket_of(bundle.path)].append(bundle)
+    # buckets that held bundles at the last committed tick and hold none now: their bundles left
+    scan.settled = {index for index in cursor.buckets if index not in hashes} if cursor.buckets else None
     deadline = clock() + budget
     known: Mapping[str, str] = {}
     if observed is not None:
@@ -255,6 +265,8 @@ def scan_source(
             if observed is not None and known.get(bundle.path) != manifest.digest:
                 scan.found.append(Found(seen, run_key(bundle.path, manifest.digest, bundle.stamp)))
         committed[index] = hashes[index]
+        if scan.settled is not None and cursor.buckets.get(index) != hashes[index]:
+            scan.settled.add(index)
     scan.found.sort(key=lambda found: found.bundle_path)  # partitions are added, and published, in path order
     scan.invalid.sort()
     scan.incomplete.sort()

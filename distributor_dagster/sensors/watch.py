@@ -32,12 +32,12 @@ from distributor_core.config import Pipeline
 from distributor_core.storage.factory import open_source_storage
 from distributor_dagster.checks import SOURCE_CHECK, Outcome
 from distributor_dagster.names import PipelineNames
-from distributor_dagster.partitions import bundle_key, bundle_path, key_problem
+from distributor_dagster.partitions import PartitionSets, bundle_key, bundle_path, key_problem
 from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.sensors.source_scan import Cursor, Scan, scan_source
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot
-from distributor_dagster.versions import DATA_VERSION_TAG
+from distributor_dagster.versions import DATA_VERSION_TAG, data_version_tags
 
 #: Partitions asked for their last observed digest per query.
 _CHUNK = 500
@@ -56,6 +56,23 @@ def observed_digests(instance: dg.DagsterInstance, key: dg.AssetKey, paths: Sequ
         )
         found.update({bundle_path(k): v[DATA_VERSION_TAG] for k, v in tags.items() if DATA_VERSION_TAG in v})
     return found
+
+
+def departures(instance: dg.DagsterInstance, key: dg.AssetKey, keys: Sequence[str]) -> list[dg.AssetObservation]:
+    """What the source partition of each bundle that left the source records: that it is no longer
+    there (``in_source: false``), with the digest it was last observed with as its data version, so
+    the destination partitions that still hold the bundle do not turn stale for it."""
+    last = observed_digests(instance, key, [bundle_path(k) for k in keys])
+    events = []
+    for partition in keys:
+        path = bundle_path(partition)
+        digest = last.get(path)
+        events.append(dg.AssetObservation(
+            asset_key=key, partition=partition, tags=data_version_tags(digest) if digest else None,
+            metadata={"bundle_path": lp.display_path(path), "in_source": False},
+            description=f"bundle {lp.display_path(path)} is no longer in the source",
+        ))
+    return events
 
 
 def _selection(names: PipelineNames, partitioned: bool) -> list[dg.AssetKey]:
@@ -136,12 +153,17 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
                 if problem:
                     context.log.warning(problem)
             invalid_keys = [(bundle_key(p), e) for p, e in scan.invalid if key_problem(p) is None]
-            wanted = found_keys + [k for k, _ in invalid_keys]
-            if wanted:
-                known = set(context.instance.get_dynamic_partitions(names.partitions))
-                new = sorted(k for k in set(wanted) if k not in known)
-                if new:
-                    dynamic.append(dg.AddDynamicPartitionsRequest(names.partitions, new))
+            sets = PartitionSets.read(context.instance, names.partitions, names.published)
+            changes = sets.follow_source(
+                wanted=found_keys + [k for k, _ in invalid_keys], published=found_keys,
+                present={bundle_key(p) for p in scan.paths if key_problem(p) is None},
+                departed=lambda key: scan.may_have_left(bundle_path(key)),
+                max_partitions=pipeline.dagster.max_partitions,
+            )
+            dynamic.extend(changes.requests(names.partitions, names.published))
+            for line in changes.log_lines():
+                context.log.info(line)
+            events.extend(departures(context.instance, source_key, changes.departed))
             events.extend(f.seen.observation(source_key) for f in scan.found if key_problem(f.bundle_path) is None)
             for key, error in invalid_keys:
                 outcome = Outcome(SOURCE_CHECK, False, f"bundle {key}: manifest.json: {error}",

@@ -94,10 +94,13 @@ def add_record(
 
 
 def apply_tick(instance: dg.DagsterInstance, tick: dg.SensorResult) -> None:
-    """What the sensor daemon does with a tick's result besides launching runs: add the requested
-    partitions, then store the tick's asset events (observations, check evaluations)."""
+    """What the sensor daemon does with a tick's result besides launching runs: store the tick's
+    asset events (observations, check evaluations), then add and delete the requested partitions."""
+    for event in tick.asset_events:
+        instance.report_runless_asset_event(event)
     for request in tick.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    for event in tick.asset_events:
-        instance.report_runless_asset_event(event)
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)

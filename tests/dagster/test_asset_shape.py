@@ -190,7 +190,7 @@ def test_publications_land_under_the_translated_keys(tmp_path: Path) -> None:
     web = dg.AssetKey(["publications", "reports", "web"])
     job = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection={web})
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("publications/reports__bundles", ["2026-06-08"])
+        instance.add_dynamic_partitions("publications/reports__published", ["2026-06-08"])
         result = job.execute_in_process(instance=instance, partition_key="2026-06-08", raise_on_error=False)
         assert result.success
         assert [(e.asset_key, e.partition) for e in materializations(result)] == [(web, "2026-06-08")]

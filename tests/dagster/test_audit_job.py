@@ -50,7 +50,9 @@ def home(config: Path) -> Path:
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         # what the watch sensor's first tick does (test_watch_sensor): the bundle becomes a partition
+        # of the source and of the destinations
         instance.add_dynamic_partitions("reports_daily__bundles", ["d1"])
+        instance.add_dynamic_partitions("reports_daily__published", ["d1"])
     return home
 
 

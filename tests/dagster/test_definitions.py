@@ -117,11 +117,13 @@ def test_names_of_the_local_publish_example_exactly() -> None:
     graph = defs.resolve_asset_graph()
     assert graph.get(spec.key).is_materializable and graph.get(source.key).is_observable
     assert graph.get(spec.key).code_version.startswith("0.1.0-")
-    # a partition per bundle, the same partitions for the source (identity mapping)
+    # a partition per bundle the destination holds, mapped one to one onto the source's partitions:
+    # the bundles it holds (issue 37)
     partitions = graph.get(spec.key).partitions_def
     assert isinstance(partitions, dg.DynamicPartitionsDefinition)
-    assert partitions.name == "example_source_bundle__bundles"
-    assert graph.get(source.key).partitions_def == partitions
+    assert partitions.name == "example_source_bundle__published"
+    assert graph.get(source.key).partitions_def == dg.DynamicPartitionsDefinition(name="example_source_bundle__bundles")
+    assert isinstance(graph.get_partition_mapping(spec.key, source.key), dg.IdentityPartitionMapping)
     assert graph.get(spec.key).backfill_policy == dg.BackfillPolicy.multi_run(100)
 
 

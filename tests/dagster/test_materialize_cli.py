@@ -45,7 +45,9 @@ def home(tmp_path: Path) -> Path:
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         # what the watch sensor's first tick does (test_watch_sensor): the bundle becomes a partition
+        # of the source and of the destinations
         instance.add_dynamic_partitions("reports_daily__bundles", [ROOT])
+        instance.add_dynamic_partitions("reports_daily__published", [ROOT])
     return home
 
 

@@ -491,7 +491,7 @@ def test_a_run_over_a_range_of_partitions_publishes_each_bundle_as_its_own_parti
         asset_selection={dg.AssetKey([GRAPH, "archive"]), dg.AssetKey([GRAPH, "html_site"])}
     )
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("reports_daily__bundles", ["2026-06-07", "2026-06-08"])
+        instance.add_dynamic_partitions("reports_daily__published", ["2026-06-07", "2026-06-08"])
         result = job.execute_in_process(
             instance=instance,
             tags={"dagster/asset_partition_range_start": "2026-06-07",

@@ -63,9 +63,11 @@ def test_new_bundles_become_partitions_published_in_one_backfill_and_a_reissue_i
     second = make_bundle(tmp_path / "source" / "2026" / "d2", "reports.weekly", {"r.md": "# two\n"})
     defs = build_definitions(write_config(tmp_path, LOCAL))
     result = tick(defs, "watch_reports_daily", None, instance)
-    (added,) = result.dynamic_partitions_requests
-    assert added.partitions_def_name == "reports_daily__bundles"
-    assert sorted(added.partition_keys) == ["2026/d1", "2026/d2"]
+    # the bundles become partitions of the source and of the destinations (which will hold them)
+    added = {r.partitions_def_name: sorted(r.partition_keys) for r in result.dynamic_partitions_requests}
+    assert added == {"reports_daily__bundles": ["2026/d1", "2026/d2"],
+                     "reports_daily__published": ["2026/d1", "2026/d2"]}
+    assert all(isinstance(r, dg.AddDynamicPartitionsRequest) for r in result.dynamic_partitions_requests)
     # both bundles in one backfill (Dagster splits it into runs of at most bundles_per_run bundles)
     (request,) = result.run_requests
     assert backfill_partitions(request) == {ARCHIVE: {"2026/d1", "2026/d2"}}
