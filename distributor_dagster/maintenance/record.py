@@ -66,8 +66,12 @@ def _rows(report: Report) -> list[tuple[str, str]]:
 
 def _summary(operation: str, report: Report) -> dict[str, Any]:
     if isinstance(report, PruneReport):
-        return {"planned": len(report.planned_outputs), "deleted": len(report.deleted_outputs),
-                "preserved": len(report.preserved_outputs), "retention_enabled": report.enabled}
+        summary: dict[str, Any] = {"planned": len(report.planned_outputs), "deleted": len(report.deleted_outputs),
+                                   "preserved": len(report.preserved_outputs), "retention_enabled": report.enabled}
+        if report.bundle_retention is not None:  # retention.prune.bundles: the bundle path kept or removed
+            summary.update({"bundle_action": report.bundle_retention.action,
+                            "bundle_reason": report.bundle_retention.reason, "bundle_removed": report.bundle_removed})
+        return summary
     if isinstance(report, ReconcileStateReport):
         return {"missing": len(report.missing_managed_outputs), "mismatched": len(report.mismatched_managed_outputs),
                 "adopted": len(report.adopted_outputs), "unmanaged": len(report.unmanaged_entries),
