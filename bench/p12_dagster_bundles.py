@@ -85,10 +85,14 @@ def main() -> c.Report:
 
     def apply_tick(instance: dg.DagsterInstance, tick: dg.SensorResult) -> None:
         """What the sensor daemon does with a tick besides launching runs."""
-        for request in tick.dynamic_partitions_requests or []:
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
         for event in tick.asset_events:
             instance.report_runless_asset_event(event)
+        for request in tick.dynamic_partitions_requests or []:
+            if isinstance(request, dg.AddDynamicPartitionsRequest):
+                instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+            else:
+                for key in request.partition_keys:
+                    instance.delete_dynamic_partition(request.partitions_def_name, key)
 
     work = c.workdir("p12")
     try:

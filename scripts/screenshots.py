@@ -216,11 +216,14 @@ def sensor_tick(work: Path, home: Path) -> None:
     cursor = cursor_file.read_text() if cursor_file.exists() else None
     with dg.DagsterInstance.from_config(str(home)) as instance:
         tick = sensor(dg.build_sensor_context(cursor=cursor, instance=instance, definitions=defs))
+        for event in tick.asset_events:
+            instance.report_runless_asset_event(event)
         for request in tick.dynamic_partitions_requests or []:
             if isinstance(request, dg.AddDynamicPartitionsRequest):
                 instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        for event in tick.asset_events:
-            instance.report_runless_asset_event(event)
+            else:
+                for key in request.partition_keys:
+                    instance.delete_dynamic_partition(request.partitions_def_name, key)
     cursor_file.write_text(tick.cursor or "")
     print(f"tick of {SENSOR}: {len(tick.asset_events)} asset event(s), {len(tick.run_requests)} run request(s)")
 

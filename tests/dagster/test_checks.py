@@ -186,3 +186,31 @@ def test_a_fixed_destination_is_checked_at_its_root(tmp_path: Path, instance: dg
     assert rows(checks[(None, "no_unmanaged_content")], "unmanaged_entries") == [
         {"path": "stray.txt", "type": "file", "size": 2}
     ]
+
+
+def test_checks_never_pass_on_an_output_list_a_prune_emptied(tmp_path: Path, config: Path,
+                                                             instance: dg.DagsterInstance) -> None:
+    """Issue 37: a bundle path whose every output was pruned (the per-file keys, keep_latest 0) holds
+    nothing of its bundle: its state is valid and nothing recorded is missing, but
+    ``managed_outputs_present`` says so instead of passing on an empty list. A bundle that has
+    nothing to publish there (no Markdown for an HTML-only destination) passes."""
+    from distributor_core.app.prune import prune
+
+    defs = build_definitions(config)
+    publish(defs, instance)
+    text = config.read_text() + "        retention: {prune: {enabled: true, keep_latest: 0}}\n"
+    config.write_text(text)
+    pruned = prune(config, pipeline_id="reports", destination_id="archive", dry_run=False, bundle_path="d1")
+    assert [o.path for o in pruned.deleted_outputs] == ["r.txt", "sub/s.txt"]
+    checks = run_checks(build_definitions(config), instance, partition="d1", success=False)
+    emptied = checks[("d1", "managed_outputs_present")]
+    assert emptied.passed is False
+    assert "records no output of this destination" in emptied.description
+    assert checks[("d1", "state_valid")].passed
+
+    html_only = write_config(tmp_path, CONFIG.replace("path: out", "path: site\n        publish: {source: false, "
+                                                      "html: true}\n        transform: {markdown_to_html: "
+                                                      "{enabled: true}}"), "html.yml")
+    site = build_definitions(html_only)
+    assert site.resolve_job_def("publish_reports").execute_in_process(instance=instance).success
+    assert passed(run_checks(site, instance, partition="d1")) == every(("d1",), True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,6 +105,14 @@ def test_bundle_retention_is_refused_for_upload_pipelines() -> None:
     assert "bundles is not supported for destinations of http_upload pipelines" in message
 
 
+def test_max_partitions_must_be_positive() -> None:
+    text = "pipelines: [{id: p, source: {backend: local, path: /s}, dagster: {max_partitions: 0}, " \
+           "destinations: [{id: a, backend: local, path: /a}]}]\n"
+    assert messages(text) == ["pipelines[0].dagster.max_partitions must be 1 or greater"]
+    destination = one_pipeline(destination="{id: a, backend: local, path: /a, dagster: {max_partitions: 5}}")
+    assert messages(destination) == ["pipelines[0].destinations[0].dagster.max_partitions: unknown field"]
+
+
 # --------------------------------------------------------------------------- through the console script
 
 
@@ -153,31 +160,38 @@ class Archive:
                           "archive", *flags, cwd=self.directory, env={**self.env, **(env or {})})
 
 
-def _local(tmp_path: Path) -> Archive:
+def local_archive(tmp_path: Path) -> Archive:
     return Archive(tmp_path, f"        backend: local\n        path: {tmp_path / 'out'}\n", is_local=True)
 
 
-@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.sftp), pytest.param("s3", marks=pytest.mark.s3)])
-def archive(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Archive]:
-    if request.param == "local":
-        yield _local(tmp_path)
-    elif request.param == "ssh":
+#: the backends an archive is tried on: a local root, an OpenSSH SFTP root, a moto S3 prefix
+BACKENDS = ["local", pytest.param("ssh", marks=pytest.mark.sftp), pytest.param("s3", marks=pytest.mark.s3)]
+
+
+def archive_on(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Archive:
+    if backend == "local":
+        return local_archive(tmp_path)
+    if backend == "ssh":
         server = request.getfixturevalue("sshd_server")
         root = server.make_sftp_root()
-        yield Archive(tmp_path, (
+        return Archive(tmp_path, (
             f"        backend: ssh\n        host: {server.host}\n        port: {server.port}\n"
             f"        user: {server.user}\n        path: {root}\n"
             f"        private_key_file: {server.client_key_path}\n"
             f"        known_hosts_file: {server.known_hosts_path}\n"))
-    else:
-        server = request.getfixturevalue("moto_server")
-        bucket = server.create_bucket()
-        yield Archive(tmp_path, (
+    server = request.getfixturevalue("moto_server")
+    bucket = server.create_bucket()
+    return Archive(tmp_path, (
             f"        backend: s3\n        bucket: {bucket}\n        prefix: archive/{secrets.token_hex(3)}\n"
             f"        region: {server.region}\n        endpoint: {server.endpoint_url}\n"
             "        force_path_style: true\n"
             "        credentials: {access_key_id_env: PRUNE_KEY, secret_access_key_env: PRUNE_SECRET}\n"),
-            env={"PRUNE_KEY": server.access_key_id, "PRUNE_SECRET": server.secret_access_key})
+        env={"PRUNE_KEY": server.access_key_id, "PRUNE_SECRET": server.secret_access_key})
+
+
+@pytest.fixture(params=BACKENDS)
+def archive(request: pytest.FixtureRequest, tmp_path: Path) -> Archive:
+    return archive_on(request.param, request, tmp_path)
 
 
 def published(archive: Archive, days: list[str] = DAYS) -> dict[str, str]:
@@ -243,7 +257,7 @@ def test_shared_root_removes_only_the_selected_owners_bundle_paths(tmp_path: Pat
     bundle path of its own there. Pruning ``archive`` by bundle removes archive's outputs and owner
     record from the old bundle paths and nothing of the others; once ``site`` prunes too, the old
     bundle paths end: no state, no folder."""
-    archive = _local(tmp_path)
+    archive = local_archive(tmp_path)
     out = tmp_path / "out"
     shared = "        state: {mode: shared_root}\n"
     archive.backend_yaml += shared
