@@ -149,6 +149,15 @@ class PartitionSets:
     def read(cls, instance: dg.DagsterInstance, source: str, published: str) -> PartitionSets:
         return cls(list(instance.get_dynamic_partitions(source)), set(instance.get_dynamic_partitions(published)))
 
+    def materialized(self, instance: dg.DagsterInstance, assets: Sequence[dg.AssetKey]) -> list[str]:
+        """The source partitions some of ``assets`` materialized (a destination set rebuilt after
+        an upgrade, or a reset cursor: a bundle one of them no longer holds leaves again at the
+        next prune, state repair or audit)."""
+        done: set[str] = set()
+        for asset in assets:
+            done |= instance.get_materialized_partitions(asset)
+        return [key for key in self.source if key in done]
+
     def follow_source(
         self, *, wanted: Iterable[str], published: Iterable[str], present: set[str],
         departed: Callable[[str], bool], max_partitions: int,

@@ -38,7 +38,7 @@ from distributor_core.storage.errors import StorageError
 from distributor_core.timefmt import format_precise, parse_rfc3339
 from distributor_dagster.sources import Seen, seen_manifest
 
-CURSOR_VERSION = 3
+CURSOR_VERSION = 4
 #: Buckets of bundle paths; the cursor holds one hash per non-empty bucket.
 BUCKETS = 1024
 #: Seconds a tick may spend reading manifests before it continues on the next tick.

@@ -154,8 +154,11 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
                     context.log.warning(problem)
             invalid_keys = [(bundle_key(p), e) for p, e in scan.invalid if key_problem(p) is None]
             sets = PartitionSets.read(context.instance, names.partitions, names.published)
+            held: list[str] = []
+            if not cursor.buckets:  # a first tick (or one after an upgrade): what they published
+                held = sets.materialized(context.instance, _selection(names, True))
             changes = sets.follow_source(
-                wanted=found_keys + [k for k, _ in invalid_keys], published=found_keys,
+                wanted=found_keys + [k for k, _ in invalid_keys], published=found_keys + held,
                 present={bundle_key(p) for p in scan.paths if key_problem(p) is None},
                 departed=lambda key: scan.may_have_left(bundle_path(key)),
                 max_partitions=pipeline.dagster.max_partitions,

@@ -165,7 +165,19 @@ def test_2_pruned_bundles_leave_the_destination_not_the_source(deployment: Deplo
     assert last.metadata["operation"].value == "prune" and last.metadata["bundle_removed"].value is True
 
 
-def test_3_a_repaired_bundle_without_its_files_stops_reading_materialized(deployment: Deployment) -> None:
+def test_3_execute_checks_of_a_remaining_partition(deployment: Deployment) -> None:
+    """The UI's "Execute checks" of one partition: a checks-only run, the source's and the
+    destinations' partitions being two sets."""
+    checks = [(ARCHIVE, name) for name in ("state_valid", "managed_outputs_present", "no_unmanaged_content")]
+    run_id = deployment.server.launch([], checks, partition=DAYS[3])
+    assert deployment.server.wait_run(run_id)["status"] == "SUCCESS", deployment.server.log_text()
+    with environment(deployment.env), deployment.instance() as instance:
+        key = dg.AssetCheckKey(dg.AssetKey(list(ARCHIVE)), "managed_outputs_present")
+        (latest, *_) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    assert latest.run_id == run_id and latest.evaluation.passed and latest.partition == DAYS[3]
+
+
+def test_4_a_repaired_bundle_without_its_files_stops_reading_materialized(deployment: Deployment) -> None:
     bundle = deployment.root / "out" / "archive" / DAYS[2]
     for name in ("report.md", "data"):
         path = bundle / name
@@ -175,7 +187,7 @@ def test_3_a_repaired_bundle_without_its_files_stops_reading_materialized(deploy
     assert deployment.materialized(ARCHIVE) == [DAYS[3]]
 
 
-def test_4_a_bundle_deleted_from_the_source_stays_a_partition_while_a_destination_holds_it(
+def test_5_a_bundle_deleted_from_the_source_stays_a_partition_while_a_destination_holds_it(
         deployment: Deployment) -> None:
     for name in (DAYS[0], DAYS[3]):  # pruned from the archive / still in the archive
         shutil.rmtree(deployment.root / "source" / name)
@@ -191,7 +203,7 @@ def test_4_a_bundle_deleted_from_the_source_stays_a_partition_while_a_destinatio
     assert again.asset_events == [] and not again.dynamic_partitions_requests
 
 
-def test_5_max_partitions_bounds_the_partitions_of_a_pipeline(deployment: Deployment) -> None:
+def test_6_max_partitions_bounds_the_partitions_of_a_pipeline(deployment: Deployment) -> None:
     for name in DAYS[4:8]:
         day(deployment.root, name)
     tick = deployment.sensor_tick()

@@ -292,3 +292,27 @@ def test_ssh_source_runs_are_keyed_by_the_manifest_mtime(
     (request,) = result.run_requests
     assert request.run_key == mtime_key(bundle, "day1", whole_seconds=True)  # SFTP reports whole seconds
     assert tick(defs, "watch_reports_daily", result.cursor, instance).run_requests == []
+
+
+def test_a_first_tick_gives_the_destinations_back_the_partitions_they_published(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """Issue 37: the destinations have partitions of their own (``<p>__published``). A deployment
+    upgraded from one where they shared the source's gets them back at the watch sensor's first
+    tick (its cursor format changed): the bundles they materialized, nothing else."""
+    for name in ("a", "b", "c"):
+        make_bundle(tmp_path / "source" / name, "reports.daily", {"x.txt": name})
+    defs = build_definitions(write_config(tmp_path, LOCAL))
+    first = tick(defs, "watch_reports_daily", None, instance)
+    apply_tick(instance, first)
+    job = defs.resolve_job_def("publish_reports_daily")
+    for name in ("a", "b"):
+        assert job.execute_in_process(partition_key=name, instance=instance).success
+    for key in instance.get_dynamic_partitions("reports_daily__published"):  # as before the upgrade
+        instance.delete_dynamic_partition("reports_daily__published", key)
+    upgraded = tick(defs, "watch_reports_daily", "{\"v\": 3, \"b\": {}}", instance)
+    (added,) = upgraded.dynamic_partitions_requests
+    assert (added.partitions_def_name, sorted(added.partition_keys)) == ("reports_daily__published", ["a", "b"])
+    apply_tick(instance, upgraded)
+    later = tick(defs, "watch_reports_daily", upgraded.cursor, instance)
+    assert not later.dynamic_partitions_requests

@@ -82,8 +82,9 @@ def test_local_publish(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert (archive.publish.source, archive.publish.html) == (True, False)
     assert archive.reconciliation.mode == "replace" and archive.state.mode == "single_owner"
     assert archive.transfer.on_destination_older == "replace"
-    prune = archive.retention.prune
-    assert (prune.enabled, prune.older_than, prune.keep_latest) == (True, timedelta(hours=168), 3)
+    prune = archive.retention.prune  # a bundle path per bundle: the example keeps whole bundles
+    assert (prune.enabled, prune.older_than, prune.keep_latest) == (True, None, None)
+    assert prune.bundles is not None and (prune.bundles.keep_latest, prune.bundles.older_than) == (30, None)
 
 
 def test_local_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -91,8 +91,11 @@ def test_local_publish_prune_and_repair_follow_the_example_policy(tmp_path: Path
     _run("run", "--config", config)
     selection = ["--pipeline", "example-source-bundle", "--destination", "local-archive"]
     plan = _run("prune", "--config", config, *selection, "--dry-run")
-    assert plan["enabled"] is True and plan["checked_count"] == 2
-    assert plan["planned_outputs"] == []  # keep_latest 3 keeps both fresh outputs
+    (bundle,) = plan["bundles"]  # retention.prune.bundles looks at every bundle path: the root here
+    assert bundle["bundle_path"] == "" and bundle["enabled"] is True and bundle["checked_count"] == 2
+    assert bundle["bundle_retention"]["action"] == "keep"  # one of the 30 newest bundles
+    assert bundle["planned_outputs"] == [] and [o["path"] for o in bundle["preserved_outputs"]] == [
+        "report.md", "summary.txt"]
 
     archive = tmp_path / "demo-output" / "local-publish" / "archive"
     (archive / "summary.txt").unlink()

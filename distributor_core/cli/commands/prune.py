@@ -46,7 +46,11 @@ COMMAND = Command(
         "lock and removes their records from .distributor.json; unmanaged files and the state\n"
         "file are never deleted. If a delete fails, state keeps the records of the failed and\n"
         "unattempted outputs, the report ends with \"Failed: path=<p> error=<e>\" and the exit\n"
-        "status is 1. Pruning never runs automatically and takes no one-off overrides.\n\n" + _repair.BUNDLE_HELP
+        "status is 1. Pruning never runs automatically and takes no one-off overrides.\n\n"
+        "With retention.prune.bundles (keep_latest, older_than) whole bundle paths go instead: every\n"
+        "bundle path of the selected owner (or the one --bundle names) is ranked by its manifest's\n"
+        "created time; the newest are kept, the others lose their outputs, their .distributor.json and\n"
+        "the folders left empty.\n\n" + _repair.BUNDLE_HELP
     ),
     flags=(
         *_repair.SELECTOR_FLAGS,
