@@ -20,6 +20,10 @@ workspace.yaml`` on 127.0.0.1 with ``DISTRIBUTOR_CONFIG`` pointing at that confi
 3. adds a corrupt ``2026-06-09`` (a file changed after its manifest was written, same size), ticks,
    and materializes ``archive`` and ``site`` for partition ``2026-06-09`` (what the UI's
    Materialize sends): the source check ``bundle_valid`` fails for that partition only;
+4. adds ``2026-06-10`` and ``2026-06-11``, ticks, publishes every bundle, then runs the ``prune``
+   job with ``apply: true``: ``archive`` and ``site`` keep their two newest bundles
+   (``retention.prune.bundles``), ``2026-06-07`` and ``2026-06-08`` stop being their partitions,
+   the source (which still holds them) keeps its own;
 
 and takes PNG screenshots with headless Chromium (Debian's ``chromium``) of
 
@@ -35,7 +39,12 @@ and takes PNG screenshots with headless Chromium (Debian's ``chromium``) of
 - ``dagster-shaped-asset.png``: the archive's overview with what the config's ``dagster:`` blocks
   gave it (description, owners of the pipeline and of the destination, tags, the ``file`` kind);
 - ``dagster-latest.png``: the fixed destination ``reports_daily/latest`` after step 2 (holding
-  ``2026-06-08``, the newest bundle).
+  ``2026-06-08``, the newest bundle);
+- ``dagster-partitions-after-prune.png``: the Partitions tab of ``reports_daily/archive`` after
+  step 4 (the bundles it holds, and ``2026-06-09``, never published);
+- ``dagster-source-partitions-after-prune.png``: the source's Partitions tab at the same moment;
+- ``dagster-prune-events.png``: the archive's Events tab: the prune's observations of the bundles
+  it removed (their partitions ended, their history stays).
 
 Chromium runs through playwright-core (npm, installed into a temporary directory on first use,
 ``executablePath=/usr/bin/chromium``), because the UI is a single-page app that keeps polling:
@@ -74,7 +83,7 @@ SITE = [GROUP, "site"]
 JOB = "publish_reports_daily"
 SENSOR = "watch_reports_daily"
 CHECKS = ("state_valid", "managed_outputs_present", "no_unmanaged_content")
-DAYS = ["2026-06-07", "2026-06-08", "2026-06-09"]
+DAYS = ["2026-06-07", "2026-06-08", "2026-06-09", "2026-06-10", "2026-06-11"]
 FIRST = datetime(2026, 6, 7, 6, 0, 0, tzinfo=UTC)
 PLAYWRIGHT = "playwright-core@1.49.1"
 CONFIG = """\
@@ -88,9 +97,10 @@ pipelines:
       - id: archive
         backend: local
         path: out/archive
+        retention: {prune: {enabled: true, bundles: {keep_latest: 2}}}
         dagster:
           owners: [archive-oncall@example.com]
-          tags: {retention: seven-years}
+          tags: {audience: auditors}
           description: Every daily report as published, one folder per day (read by auditors)
       - id: latest
         backend: local
@@ -101,6 +111,7 @@ pipelines:
         path: out/site
         publish: {source: false, html: true}
         transform: {markdown_to_html: {enabled: true}}
+        retention: {prune: {enabled: true, bundles: {keep_latest: 2}}}
 """
 #: the instance of ``dagster dev`` (runs queued and started by its daemon), without telemetry
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
@@ -228,7 +239,8 @@ def sensor_tick(work: Path, home: Path) -> None:
     print(f"tick of {SENSOR}: {len(tick.asset_events)} asset event(s), {len(tick.run_requests)} run request(s)")
 
 
-def launch(url: str, *, job: str | None = None, assets: list[list[str]] = (), partition: str | None = None) -> str:
+def launch(url: str, *, job: str | None = None, assets: list[list[str]] = (), partition: str | None = None,
+           run_config: dict | None = None) -> str:
     """Launch the job ``job`` (everything) or, as the UI's Materialize does, the selected assets
     and their checks (of one partition); wait for the run; its id."""
     selector: dict = {"repositoryLocationName": "distributor", "repositoryName": "__repository__",
@@ -238,7 +250,7 @@ def launch(url: str, *, job: str | None = None, assets: list[list[str]] = (), pa
         selector["assetCheckSelection"] = [
             {"assetKey": {"path": key}, "name": name} for key in assets for name in CHECKS
         ]
-    params: dict = {"selector": selector, "mode": "default", "runConfigData": {}}
+    params: dict = {"selector": selector, "mode": "default", "runConfigData": run_config or {}}
     if partition is not None:
         params["executionMetadata"] = {"tags": [{"key": "dagster/partition", "value": partition}]}
     result = graphql(url, LAUNCH, {"params": params})["launchPipelineExecution"]
@@ -332,6 +344,26 @@ def corrupt_bundle(url: str, work: Path, home: Path, out: Path) -> list[dict]:
     ]
 
 
+def prune_old_bundles(url: str, work: Path, home: Path, out: Path) -> list[dict]:
+    """Step 4; the shots of the partitions after a prune."""
+    for day in DAYS[3:]:
+        bundle(work / "source", day, "Another issue.")
+    sensor_tick(work, home)
+    launch(url, job=JOB)  # the two new bundles (the corrupt one is left out)
+    launch(url, job="prune", run_config={"ops": {"prune": {"config": {"apply": True}}}})
+    return [
+        # the archive holds its two newest bundles; 2026-06-09 (corrupt) was never published
+        {"url": page(url, ARCHIVE, "partitions", partition=DAYS[4]),
+         "path": str(out / "dagster-partitions-after-prune.png"), "waitFor": [DAYS[4], "publish_new"]},
+        # what ended 2026-06-07 and 2026-06-08 stays in the archive's history: the prune's observations
+        {"url": page(url, ARCHIVE, "events"), "path": str(out / "dagster-prune-events.png"), "height": 1000,
+         "waitFor": [DAYS[0]], "click": [{"text": DAYS[0]}], "waitAfter": ["bundle_removed"], "settle": 4000},
+        # the source still holds every bundle: its partitions are all there, observed
+        {"url": page(url, SOURCE, "partitions"), "path": str(out / "dagster-source-partitions-after-prune.png"),
+         "waitFor": [DAYS[0], DAYS[4]]},
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chromium", default="/usr/bin/chromium")
@@ -374,6 +406,7 @@ def main() -> int:
         cache = Path(tempfile.gettempdir()) / "distributor-playwright"
         shoot(args.chromium, publish_and_reissue(url, work, home, args.out), cache)
         shoot(args.chromium, corrupt_bundle(url, work, home, args.out), cache)
+        shoot(args.chromium, prune_old_bundles(url, work, home, args.out), cache)
         if args.keep:
             print(f"dagster dev keeps running at {url} (work dir {work}); stop it with: kill -- -{proc.pid}")
             keep = True
