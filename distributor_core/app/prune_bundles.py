@@ -14,6 +14,9 @@ delete, a failing delete leaving state that records exactly what is still there)
 - shared-root state with other owners: the target state also drops the owner's record; the
   other owners' outputs and the state file stay.
 
+A bundle path holding a lock and no state (a removal killed after its state file went, before the
+lock was released) is cleared by the next apply once that lock's writer is gone.
+
 Under the lock the bundle path is planned again: a bundle re-published since the plan (another
 manifest) is kept with a warning, never removed on stale facts.
 """
@@ -23,15 +26,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from distributor_core import paths as lp
-from distributor_core.app.bundle_set import BundleSetReport
+from distributor_core.app.bundle_set import BundleSection, BundleSetReport
 from distributor_core.app.bundles import BUNDLE_ERRORS, run_bundle_set
 from distributor_core.app.guard import LoadedState, enter_bundle, read_state
 from distributor_core.app.policy import holds_bundle
 from distributor_core.app.prune_apply import PruneError, apply_prune
 from distributor_core.app.repair_report import PruneReport
-from distributor_core.app.selection import Target, discover_state_bundles
+from distributor_core.app.selection import Target
 from distributor_core.app.unmanaged import unmanaged_entries
-from distributor_core.execute.lock import DEFAULT_WAIT
+from distributor_core.execute.journal import recover
+from distributor_core.execute.lock import DEFAULT_WAIT, DestinationLock
 from distributor_core.state import (
     KEEP,
     BundlePolicy,
@@ -89,6 +93,24 @@ class _Plan:
         self.loaded: dict[str, LoadedState] = {}
         self.errors: dict[str, Exception] = {}
         self.order: list[str] = []
+        #: bundle paths with a lock and no state
+        self.abandoned: list[str] = []
+
+
+def _bundle_paths(storage: Storage, limit: int) -> tuple[list[str], list[str]]:
+    """One walk of the root: the bundle paths holding a ``.distributor.json`` (sorted), and those
+    holding a lock but no state (a removal or a first publication that died, or one at work)."""
+    entries = storage.walk("", limit=limit, include_reserved=True, include_dirs=False)
+    with_state, locked = set(), set()
+    for entry in entries:
+        directory, name = lp.parent(entry.path), lp.basename(entry.path)
+        if lp.is_reserved_path(directory):
+            continue
+        if name == lp.STATE_FILE_NAME:
+            with_state.add(directory)
+        elif name == lp.LOCK_NAME:
+            locked.add(directory)
+    return sorted(with_state), sorted(locked - with_state)
 
 
 def plan_bundles(target: Target, storage: Storage, policy: BundlePolicy, *, now: datetime,
@@ -96,7 +118,8 @@ def plan_bundles(target: Target, storage: Storage, policy: BundlePolicy, *, now:
     """Read every bundle path's state (no lock) and decide which of the owner's bundles go."""
     plan = _Plan()
     candidates = []
-    for path in discover_state_bundles(storage, limit=discovery_limit):
+    with_state, plan.abandoned = _bundle_paths(storage, discovery_limit)
+    for path in with_state:
         try:
             loaded = read_state(storage, path)
         except BUNDLE_ERRORS as exc:
@@ -226,8 +249,38 @@ def prune_by_bundle(
 
     if only is not None:
         return one(only)
-    return run_bundle_set(target, storage, dry_run=dry_run, one=one, discovery_limit=discovery_limit,
-                          bundles=plan.order)
+    report = run_bundle_set(target, storage, dry_run=dry_run, one=one, discovery_limit=discovery_limit,
+                            bundles=plan.order)
+    if not dry_run:
+        for path in plan.abandoned:
+            cleared = clear_abandoned(target, storage, path, holder=holder)
+            if cleared is not None:
+                report.sections.append(BundleSection(path, cleared))
+    return report
+
+
+def clear_abandoned(target: Target, storage: Storage, bundle_path: str, *, holder: str) -> PruneReport | None:
+    """A bundle path holding a lock and no state: a removal that died after the state file went
+    (or a first publication that died before it was written). When the lock's writer is gone (its
+    lease expired, or its process on this host ended), settle what it left (its journal, its
+    temporaries), release the lock and remove the folders left empty; a writer at work keeps it
+    (``None``)."""
+    try:
+        with DestinationLock(storage, bundle_path, holder=holder, wait=0) as lock:
+            recovery = recover(storage, bundle_path, deep_sweep=lock.broke_stale)
+    except StorageError as exc:
+        if exc.kind == ErrorKind.CONFLICT:
+            return None
+        raise
+    report = PruneReport(
+        pipeline_id=target.pipeline.id, destination_id=target.destination.id, backend=target.backend,
+        root_path=target.root_path, root_text=target.root_text, bundle_path=bundle_path,
+        owner_scope=target.scope, enabled=True, recovery=recovery, holds=False,
+        warnings=[f"{lp.display_path(bundle_path)} held a lock left by a writer that is gone and no state: "
+                  "the lock was cleared"],
+    )
+    _remove_empty_folders(storage, bundle_path, report)
+    return report
 
 
 def _explain_not_candidate(storage: Storage, path: str, target: Target) -> None:

@@ -578,3 +578,75 @@ def test_sigkill_maintenance_commands_at_every_mutating_call(tmp_path: Path, com
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(one, enumerate(points)))
     count(f"crash kill points (local, {command})", len(points))
+
+
+def test_sigkill_a_prune_by_bundle_at_every_mutating_call(tmp_path: Path) -> None:
+    """``prune --apply`` with ``retention.prune.bundles`` (issue 37) killed at every mutating call
+    while it removes two of three dated bundle paths: no state file ever records a file that is
+    gone, the kept bundle and an unmanaged file are untouched, and running the command again ends
+    exactly where a clean prune ends: no state, journal or lock of the removed bundles left (a lock
+    a removal died holding, with no state beside it, is cleared by the next prune), nor their
+    folders, but for a kill right after the lock's release, which leaves an empty one."""
+    from distributor_core.app.run import RunOptions, run_config
+    from distributor_core.config import load_config
+    from tests.repair.test_prune_bundles import write_day
+
+    argv = ["prune", "--pipeline", "reports", "--destination", "archive", "--apply"]
+    days = ["2026-06-01", "2026-06-02", "2026-06-03"]
+
+    def config_text(work: Path, keep: int) -> str:
+        return (f"pipelines:\n  - id: reports\n    source: {{backend: local, path: {work / 'source'}}}\n"
+                f"    destinations:\n      - id: archive\n        backend: local\n        path: {work / 'dest'}\n"
+                f"        retention: {{prune: {{enabled: true, bundles: {{keep_latest: {keep}}}}}}}\n")
+
+    def space(name: str) -> tuple[Path, Path]:
+        work = tmp_path / name
+        for day in days:
+            write_day(work / "source", day)
+        config = work / "distributor.yml"
+        config.write_text(config_text(work, 10))
+        assert run_config(load_config(config), RunOptions(clock=lambda: T0)).ok  # the same bytes in every space
+        (work / "dest" / days[0] / "stray.txt").write_bytes(b"keep")
+        config.write_text(config_text(work, 1))
+        return work / "dest", config
+
+    ref_root, ref_config = space("reference")
+    previous = tree(ref_root)
+    assert run_inprocess(*argv, "--config", str(ref_config)).code == 0
+    expected = tree(ref_root)
+    assert set(expected) == {f"{days[0]}/stray.txt"} | {p for p in previous if p.startswith(days[2])}
+
+    probe_root, probe_config = space("probe")
+    trace = tmp_path / "trace.txt"
+    probe_run = run_cli(*argv, "--config", str(probe_config), env=hook_env(DISTRIBUTOR_TEST_TRACE=str(trace)))
+    assert probe_run.code == 0, probe_run.stderr
+    calls = [Call(k, p, None if s == "-" else int(s), st == "ok")
+             for k, p, s, st in (line.split("\t") for line in trace.read_text().splitlines())]
+    points = kill_points(calls)
+    assert len(points) >= 10
+
+    def one(index_point: tuple[int, KillPoint]) -> None:
+        index, point = index_point
+        label = f"prune by bundle: {point}"
+        root, config = space(f"p{index}")
+        killed = run_cli(*argv, "--config", str(config), env=hook_env(DISTRIBUTOR_TEST_KILL=point.spec))
+        assert killed.code == -signal.SIGKILL, (label, killed.stderr)
+        files = tree(root)
+        assert files[f"{days[0]}/stray.txt"] == b"keep", label
+        assert {p: v for p, v in files.items() if p.startswith(days[2])} == \
+            {p: v for p, v in previous.items() if p.startswith(days[2])}, label
+        for path, data in files.items():
+            if path.endswith("/.distributor.json"):
+                bundle = path.rsplit("/", 1)[0]
+                for recorded, _digest, _size, _owner in records(data):
+                    assert f"{bundle}/{recorded}" in files, f"{label}: {path} records {recorded}, which is gone"
+        again = run_inprocess(*argv, "--config", str(config))
+        assert again.code == 0, (label, again.stderr)
+        assert tree(root) == expected, (label, sorted(set(tree(root)) ^ set(expected)))
+        # a kill between the lock's release and the folders' removal leaves an empty folder
+        released = point.kind == "delete" and point.path.endswith(".distributor.lock") and point.when == "after"
+        assert not (root / days[1]).exists() or (released and not any((root / days[1]).iterdir())), label
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(one, enumerate(points)))
+    count("crash kill points (local, prune by bundle)", len(points))
