@@ -23,6 +23,7 @@ manifest) is kept with a warning, never removed on stale facts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from distributor_core import paths as lp
@@ -85,16 +86,18 @@ def _owner_outputs(loaded: LoadedState, target: Target) -> list[PruneCandidate]:
 _LISTED = 100
 
 
+@dataclass
 class _Plan:
     """The verdicts of one planning pass, with the states read for it."""
 
-    def __init__(self) -> None:
-        self.verdicts: dict[str, BundleVerdict] = {}
-        self.loaded: dict[str, LoadedState] = {}
-        self.errors: dict[str, Exception] = {}
-        self.order: list[str] = []
-        #: bundle paths with a lock and no state
-        self.abandoned: list[str] = []
+    verdicts: dict[str, BundleVerdict] = field(default_factory=dict)
+    loaded: dict[str, LoadedState] = field(default_factory=dict)
+    #: bundle paths whose state could not be read (each fails its own section)
+    errors: dict[str, Exception] = field(default_factory=dict)
+    #: the bundle paths reported on, in path order
+    order: list[str] = field(default_factory=list)
+    #: bundle paths with a lock and no state
+    abandoned: list[str] = field(default_factory=list)
 
 
 def _bundle_paths(storage: Storage, limit: int) -> tuple[list[str], list[str]]:

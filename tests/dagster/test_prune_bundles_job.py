@@ -19,11 +19,13 @@ import pytest
 
 from distributor_core import paths as lp
 from distributor_core.app import bundles as app_bundles
+from distributor_core.app.run import RunOptions, run_config
+from distributor_core.config import load_config
 from distributor_core.state import parse_state_document
 from distributor_core.storage.faults import Fault, FaultInjectingStorage
 from distributor_dagster import build_definitions
 from tests.reliability.conftest import hook_env
-from tests.repair.test_prune_bundles import BACKENDS, DAYS, Archive, archive_on, local_archive, published
+from tests.repair.test_prune_bundles import BACKENDS, DAYS, Archive, archive_on, local_archive, published, write_day
 
 pytestmark = pytest.mark.dagster
 
@@ -112,3 +114,29 @@ def test_dagster_job_execute_reports_a_failed_delete_and_the_retry_finishes(tmp_
                            timeout=300, check=False)
     assert retry.returncode == 0, retry.stdout[-3000:] + retry.stderr[-3000:]
     assert archive.tree() == {p: t for p, t in before.items() if p.startswith(tuple(DAYS[2:]))}
+
+
+def test_the_prune_job_removes_only_the_selected_owners_bundles_of_a_shared_root(tmp_path: Path) -> None:
+    archive = local_archive(tmp_path)
+    backend = archive.backend_yaml
+    shared = "        state: {mode: shared_root}\n"
+    archive.backend_yaml = backend + shared
+    site = ("      - id: site\n" + backend + shared
+            + "        publish: {source: false, html: true}\n        transform: {markdown_to_html: {enabled: true}}\n")
+    for day in DAYS[:3]:
+        write_day(tmp_path / "source", day)
+    archive.write_config("{keep_latest: 10}", extra_destinations=site)
+    assert run_config(load_config(archive.config), RunOptions()).ok
+    archive.write_config("{keep_latest: 1}", extra_destinations=site)
+    with dg.instance_for_test() as instance:
+        only_archive = {"ops": {"prune": {"config": {"apply": True, "destinations": ["reports/archive"]}}}}
+        result = prune_job(archive, instance, only_archive)
+    assert result.success
+    removed = [s["bundle_path"] for s in report(result)["bundles"] if s["bundle_removed"]]
+    assert removed == DAYS[:2]
+    files = archive.tree()
+    for day in DAYS[:2]:  # site's page and record stay; archive's files and record are gone
+        assert f"{day}/report.html" in files and f"{day}/report.md" not in files
+        owners = parse_state_document(files[f"{day}/{lp.STATE_FILE_NAME}"].encode()).owners
+        assert [o.scope.destination_id for o in owners] == ["site"]
+    assert f"{DAYS[2]}/report.md" in files

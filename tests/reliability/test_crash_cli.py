@@ -620,6 +620,7 @@ def test_sigkill_a_prune_by_bundle_at_every_mutating_call(tmp_path: Path) -> Non
     trace = tmp_path / "trace.txt"
     probe_run = run_cli(*argv, "--config", str(probe_config), env=hook_env(DISTRIBUTOR_TEST_TRACE=str(trace)))
     assert probe_run.code == 0, probe_run.stderr
+    assert tree(probe_root) == expected
     calls = [Call(k, p, None if s == "-" else int(s), st == "ok")
              for k, p, s, st in (line.split("\t") for line in trace.read_text().splitlines())]
     points = kill_points(calls)

@@ -252,27 +252,28 @@ def test_a_dated_archive_keeps_the_newest_bundles_and_a_failed_delete_is_finishe
     assert archive.tree() == kept
 
 
-def test_shared_root_removes_only_the_selected_owners_bundle_paths(tmp_path: Path) -> None:
+def test_shared_root_removes_only_the_selected_owners_bundle_paths(archive: Archive) -> None:
     """Two destinations of one pipeline share a root (shared_root state); a third pipeline keeps a
     bundle path of its own there. Pruning ``archive`` by bundle removes archive's outputs and owner
     record from the old bundle paths and nothing of the others; once ``site`` prunes too, the old
     bundle paths end: no state, no folder."""
-    archive = local_archive(tmp_path)
-    out = tmp_path / "out"
+    work = archive.directory
+    backend = archive.backend_yaml
     shared = "        state: {mode: shared_root}\n"
-    archive.backend_yaml += shared
-    site = ("      - id: site\n        backend: local\n        path: " + str(out) + "\n" + shared
+    archive.backend_yaml = backend + shared
+    site = ("      - id: site\n" + backend + shared
             + "        publish: {source: false, html: true}\n        transform: {markdown_to_html: {enabled: true}}\n")
-    other = (tmp_path / "other.yml")
+    environment = Environment(dict(archive.env))
     for day in DAYS[:3]:
-        write_day(tmp_path / "source", day)
+        write_day(work / "source", day)
     archive.write_config("{keep_latest: 10}", extra_destinations=site)
-    assert run_config(load_config(archive.config), RunOptions()).ok
-    write_day(tmp_path / "misc-source", "2026-05-01")
-    other.write_text(f"pipelines:\n  - id: misc\n    source: {{backend: local, path: {tmp_path / 'misc-source'}}}\n"
-                     f"    destinations:\n      - {{id: dump, backend: local, path: {out}}}\n")
-    assert run_config(load_config(other), RunOptions()).ok  # single-owner state of misc/dump, the oldest bundle
-    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert run_config(load_config(archive.config), RunOptions(), env=environment).ok
+    write_day(work / "misc-source", "2026-05-01")
+    other = work / "other.yml"
+    other.write_text(f"pipelines:\n  - id: misc\n    source: {{backend: local, path: {work / 'misc-source'}}}\n"
+                     f"    destinations:\n      - id: dump\n{backend}")
+    assert run_config(load_config(other), RunOptions(), env=environment).ok  # single-owner state, the oldest
+    before = archive.tree()
 
     archive.write_config("{keep_latest: 1}", extra_destinations=site)
     applied = archive.prune("--apply", "--format", "json")
@@ -280,11 +281,11 @@ def test_shared_root_removes_only_the_selected_owners_bundle_paths(tmp_path: Pat
     sections = {s["bundle_path"]: s for s in json.loads(applied.stdout)["result"]["bundles"]}
     assert set(sections) == set(DAYS[:3])  # 2026-05-01 is another owner's: not a candidate, not listed
     assert sections["2026-06-01"]["bundle_removed"] is True and sections["2026-06-01"]["state_removed"] is False
-    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    after = archive.tree()
     gone = {f"{day}/{rel}" for day in DAYS[:2] for rel in FILES}
     assert set(after) == set(before) - gone
     assert all(after[p] == before[p] for p in after if not p.endswith(lp.STATE_FILE_NAME))
-    old_state = parse_state_document(after[f"2026-06-01/{lp.STATE_FILE_NAME}"])
+    old_state = parse_state_document(after[f"2026-06-01/{lp.STATE_FILE_NAME}"].encode())
     assert [o.scope.destination_id for o in old_state.owners] == ["site"]
     assert [o.path for o in old_state.outputs] == ["report.html"]
     assert after[f"2026-05-01/{lp.STATE_FILE_NAME}"] == before[f"2026-05-01/{lp.STATE_FILE_NAME}"]
@@ -295,6 +296,9 @@ def test_shared_root_removes_only_the_selected_owners_bundle_paths(tmp_path: Pat
         "{keep_latest: 1}}}\n")
     archive.config.write_text(text)
     applied = run_script("prune", "--config", str(archive.config), "--pipeline", "reports", "--destination", "site",
-                         "--apply", cwd=tmp_path)
+                         "--apply", cwd=work, env=archive.env)
     assert applied.returncode == 0, applied.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["2026-05-01", "2026-06-03"]  # the old bundle paths ended
+    # the old bundle paths ended
+    assert {p.split("/")[0] for p in archive.tree()} == {"2026-05-01", "2026-06-03"}
+    if not archive.backend_yaml.lstrip().startswith("backend: s3"):  # S3 has no folders
+        assert {d.split("/")[0] for d in archive.dirs()} == {"2026-05-01", "2026-06-03"}
