@@ -35,8 +35,7 @@ from distributor_core.app.prune_apply import PruneError, apply_prune
 from distributor_core.app.repair_report import PruneReport
 from distributor_core.app.selection import Target
 from distributor_core.app.unmanaged import unmanaged_entries
-from distributor_core.execute.journal import recover
-from distributor_core.execute.lock import DEFAULT_WAIT, DestinationLock
+from distributor_core.execute.lock import DEFAULT_WAIT
 from distributor_core.state import (
     KEEP,
     BundlePolicy,
@@ -187,7 +186,7 @@ def remove_bundle(target: Target, storage: Storage, verdict: BundleVerdict, *, d
         if not others:
             guard.ensure_held()
             try:
-                storage.delete_file(lp.state_path(path))
+                guard.storage.delete_file(lp.state_path(path))
             except StorageError as exc:
                 if exc.kind != ErrorKind.NOT_FOUND:
                     raise PruneError(
@@ -268,9 +267,10 @@ def clear_abandoned(target: Target, storage: Storage, bundle_path: str, *, holde
     lease expired, or its process on this host ended), settle what it left (its journal, its
     temporaries), release the lock and remove the folders left empty; a writer at work keeps it
     (``None``)."""
-    try:
-        with DestinationLock(storage, bundle_path, holder=holder, wait=0) as lock:
-            recovery = recover(storage, bundle_path, deep_sweep=lock.broke_stale)
+    try:  # the lock taken at once or not at all: a writer at work keeps its bundle path
+        with enter_bundle(storage, bundle_path, dry_run=False, holder=holder, lock_wait=0,
+                          require_state=False) as guard:
+            recovery = guard.recovery
     except StorageError as exc:
         if exc.kind == ErrorKind.CONFLICT:
             return None
