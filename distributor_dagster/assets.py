@@ -29,23 +29,9 @@ import dagster as dg
 
 from distributor_core.config import Pipeline
 from distributor_dagster.checks import source_check_spec
-from distributor_dagster.names import DestinationNames, PipelineNames
+from distributor_dagster.names import PipelineNames
 from distributor_dagster.partitions import partitions_def
 from distributor_dagster.site import Site
-from distributor_dagster.versions import code_version
-
-
-def destination_out(site: Site, pipeline: Pipeline, names: DestinationNames) -> dg.AssetOut:
-    """The destination's output of its publish graph, from its translated spec. Its value is the
-    destination itself (files in storage), so the output is ``Nothing``: no IO manager stores
-    anything. The spec's ``deps`` become inputs of the graph (:mod:`.publish.graph`)."""
-    spec = site.pipeline_specs(pipeline.id).destination(names.destination_id)
-    destination = pipeline.destination(names.destination_id)
-    return dg.AssetOut.from_spec(
-        spec.replace_attributes(deps=[], code_version=code_version(destination)),
-        dagster_type=dg.Nothing,
-        is_required=False,
-    )
 
 
 def source_spec(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.AssetSpec:

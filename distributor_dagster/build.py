@@ -16,8 +16,10 @@ from distributor_dagster.assets import source_assets
 from distributor_dagster.maintenance.jobs import maintenance_jobs
 from distributor_dagster.names import config_names
 from distributor_dagster.options import BuildOptions
-from distributor_dagster.publish.graph import publish_assets
+from distributor_dagster.publish.config import resource_key, settings_resource
+from distributor_dagster.publish.graph import PublishSteps, publish_assets
 from distributor_dagster.publish.job import PUBLISH_EXECUTOR, publish_job
+from distributor_dagster.publish.routes import Routes
 from distributor_dagster.sensors.uploads import uploads_sensor
 from distributor_dagster.sensors.watch import watch_sensor
 from distributor_dagster.site import Site
@@ -79,12 +81,13 @@ def definitions_for(site: Site) -> dg.Definitions:
     jobs: list[dg.JobDefinition | UnresolvedAssetJobDefinition] = []
     sensors: list[dg.SensorDefinition] = []
     automated: list[list[dg.AssetsDefinition]] = []
+    steps = PublishSteps(site, Routes(site))  # the op definitions every publish graph shares
     for pipeline, names in zip(site.config.pipelines, site.names, strict=True):
-        publication = publish_assets(site, pipeline, names)
+        publication = publish_assets(site, steps, pipeline, names)
         assets.extend([*source_assets(site, pipeline, names), *publication])
         if site.options.eager and not pipeline.is_upload:
             automated.append(publication)
-        publish = publish_job(pipeline, names)
+        publish = publish_job(pipeline, names, site.options.name_prefix)
         jobs.append(publish)
         if pipeline.is_upload:
             sensors.append(uploads_sensor(site, pipeline, names, publish))
@@ -95,7 +98,9 @@ def definitions_for(site: Site) -> dg.Definitions:
     # the publish executor is the location's default: runs of the implicit asset job (Materialize
     # in the UI, `dagster asset materialize`, `dg launch --assets`, automation) use it too
     jobs.extend(maintenance_jobs(site))
-    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, executor=PUBLISH_EXECUTOR)
+    # the run settings every publish step reads (one config schema for the code location)
+    resources = {resource_key(site.options.name_prefix): settings_resource(site.config)}
+    return dg.Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources, executor=PUBLISH_EXECUTOR)
 
 
 def build_definitions(

@@ -42,17 +42,20 @@ class Owner:
 
     pipeline_id: str
     destination_id: str | None = None
+    label: str = ""
 
     def describe(self) -> str:
-        if self is SITE:
-            return "the maintenance jobs"
+        if self.label:
+            return self.label
         if self.destination_id is None:
             return f"pipeline {self.pipeline_id}"
         return f"pipeline {self.pipeline_id} destination {self.destination_id}"
 
 
 #: The owner of the site-wide names (the maintenance jobs).
-SITE = Owner("")
+SITE = Owner("", label="the maintenance jobs")
+#: The owner of the op definitions every publish graph shares.
+SHARED = Owner("", label="the publish steps")
 
 #: Dagster requires job, op and check-op names to be unique together (they are all graph nodes).
 _SHARED = {"job": "node", "op": "node"}
@@ -128,8 +131,8 @@ def has_newest_view(pipeline: Pipeline) -> bool:
 @dataclass(frozen=True)
 class DestinationNames:
     """Names of one destination: its asset, the graph that publishes it (``graph``, the node
-    name prefixing step keys), its step ``publish_<d>`` inside that graph (op definition
-    ``<graph>__publish_<d>``)."""
+    name prefixing step keys) and its step ``publish_<d>`` inside that graph (a node of the
+    shared op definition :func:`shared_op` ``publish``)."""
 
     pipeline_id: str
     destination_id: str
@@ -137,21 +140,16 @@ class DestinationNames:
     partitioned: bool
     graph: str
     publish_node: str
-    publish_op: str
 
 
 @dataclass(frozen=True)
 class GraphNames:
     """One publish graph of a pipeline: the destinations it publishes (all partitioned by bundle,
-    or all unpartitioned) and its node name (step keys read ``<node>.<step>``, run config sits
-    under ``ops.<node>.config``)."""
+    or all unpartitioned) and its node name (step keys read ``<node>.<step>``)."""
 
     node: str
     partitioned: bool
     destination_ids: tuple[str, ...]
-
-    def op(self, step: str) -> str:
-        return f"{self.node}__{step}"
 
 
 @dataclass(frozen=True)
@@ -197,6 +195,10 @@ class PipelineNames:
 PUBLISH_NODES = ("discover", "validate")
 #: The step of an upload pipeline's graph that records each upload's outcome.
 REPORT_NODE = "report"
+#: The op definitions every publish graph of a code location shares (issue 37 item 4): the graphs
+#: are per pipeline, their steps are nodes of these (``report_<n>``: an upload pipeline's report
+#: step over ``n`` destinations).
+SHARED_OPS = ("discover", "validate", "publish", "publish_upload")
 #: The key component of a pipeline's "newest bundle" view (next to its destinations).
 NEWEST = "newest"
 #: The suffix of the unpartitioned graph's node in a pipeline that also has a per-bundle one.
@@ -220,8 +222,12 @@ def _destination_names(
         partitioned=graph.partitioned,
         graph=graph.node,
         publish_node=publish_node,
-        publish_op=registry.claim("op", graph.op(publish_node), owner),
     )
+
+
+def shared_op(prefix: str, step: str) -> str:
+    """The name of a shared op definition (:data:`SHARED_OPS`, ``report_<n>``)."""
+    return f"{prefix}distributor__{step}"
 
 
 def _graphs(registry: NameRegistry, pipeline: Pipeline, graph: str, owner: Owner) -> tuple[GraphNames, ...]:
@@ -234,9 +240,6 @@ def _graphs(registry: NameRegistry, pipeline: Pipeline, graph: str, owner: Owner
             continue
         node = graph if flag or not split[True] else graph + NEWEST_GRAPH
         registry.claim("op", node, owner)
-        steps = (*PUBLISH_NODES, REPORT_NODE) if pipeline.is_upload else PUBLISH_NODES
-        for step in steps:
-            registry.claim("op", f"{node}__{step}", owner)
         graphs.append(GraphNames(node=node, partitioned=flag, destination_ids=split[flag]))
     return tuple(graphs)
 
@@ -290,6 +293,10 @@ def config_names(
     for job in MAINTENANCE_JOBS:  # one job, one step of the same name (op definition <job>__destinations)
         registry.claim("job", f"{prefix}{job}", SITE)
         registry.claim("op", f"{prefix}{job}__destinations", SITE)
+    for step in SHARED_OPS:
+        registry.claim("op", shared_op(prefix, step), SHARED)
+    for count in sorted({len(p.destinations) for p in config.pipelines if p.is_upload}):
+        registry.claim("op", shared_op(prefix, f"{REPORT_NODE}_{count}"), SHARED)
     if keys is None:
         prefix_keys = tuple(key_prefix)
         keys = [default_keys(pipeline, prefix_keys) for pipeline in config.pipelines]

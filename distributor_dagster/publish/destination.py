@@ -37,18 +37,24 @@ from distributor_dagster.checks import (
 )
 from distributor_dagster.describe import root_uri
 from distributor_dagster.failure import failure
-from distributor_dagster.names import DestinationNames, PipelineNames
+from distributor_dagster.names import DestinationNames
 from distributor_dagster.partitions import bundle_key
 from distributor_dagster.publish import uploads
 from distributor_dagster.publish.events import Provenance, destination_events, partition_events
 from distributor_dagster.publish.model import DestinationResult, Item, Validated, detached
-from distributor_dagster.publish.ops import open_item_source, tag_uploads
+from distributor_dagster.publish.ops import checked_scope, open_item_source, tag_uploads
+from distributor_dagster.publish.routes import Routes
 from distributor_dagster.site import Site, holder, pool_name
 from distributor_dagster.versions import code_version, input_pointer
 
 PRIORITY_TAG = "dagster/priority"
+DESTINATION_TAG = "distributor/destination"
+#: A node's concurrency pool (Dagster reads it from the step's tags when its op definition has none).
+POOL_TAG = "dagster/concurrency_key"
 ASSET_OUTPUT = "published"
 RESULT_OUTPUT = "result"
+#: The fan-in input of a destination's upstream assets (its spec's deps).
+UPSTREAM_INPUT = "upstream"
 
 
 def _describe(item: Item, entry: ActionReport) -> str:
@@ -65,6 +71,17 @@ def _priority(pipeline: Pipeline, destination: Destination) -> str:
     # destinations sharing a root run in config order within a run (B1). The first destination
     # keeps Dagster's default priority 0, the next ones go below it.
     return str(-pipeline.destinations.index(destination))
+
+
+def step_tags(pipeline: Pipeline, destination: Destination) -> dict[str, str]:
+    """The tags of a destination's ``publish_<d>`` node: its priority, its destination and the
+    concurrency pool of its root (``dagster/concurrency_key``: the op definition is shared by every
+    destination, so the pool is the node's, which Dagster's run queue and executor claim alike)."""
+    return {
+        PRIORITY_TAG: _priority(pipeline, destination),
+        DESTINATION_TAG: destination.id,
+        POOL_TAG: pool_name(destination.storage.root_key),
+    }
 
 
 def publish_entries(
@@ -92,34 +109,38 @@ def publish_entries(
 
 
 def publish_op(
-    site: Site, pipeline: Pipeline, destination: Destination, names: DestinationNames, pnames: PipelineNames,
-    check_outputs: dict[str, str], *, with_result: bool, upstream: tuple[str, ...] = (),
+    site: Site, routes: Routes, name: str, settings_key: str, *, with_result: bool, checks: tuple[str, ...],
 ) -> dg.OpDefinition:
-    """The step of one destination; ``check_outputs`` maps each check name to its graph output
-    name; ``with_result`` adds the ``result`` output an upload graph's ``report`` step collects;
-    ``upstream`` names the ``Nothing`` inputs of the destination's upstream assets (its deps)."""
-    asset_key = dg.AssetKey(list(names.asset_key))
-    uri = root_uri(destination.storage)
-    if names.partitioned:
-        input_key = dg.AssetKey(list(pnames.source_key))
-    else:
-        input_key = dg.AssetKey(list(pnames.newest_key or pnames.source_key))
+    """The ``publish_<d>`` step of every destination of the code location (one definition for the
+    destinations of ``local``/``ssh``/``s3`` pipelines, one for those of ``http_upload`` ones). Its
+    outputs: ``published`` (the destination asset), one per check in ``checks`` (named after the
+    check), and with ``with_result`` the ``result`` an upload graph's ``report`` step collects.
+    ``upstream`` takes the destination's upstream assets (its deps), fanned in by its graph."""
     outs = {ASSET_OUTPUT: dg.Out(dg.Nothing, is_required=False)}
     if with_result:
         outs[RESULT_OUTPUT] = dg.Out(DestinationResult, is_required=False)
-    outs.update({output: dg.Out(dg.Nothing, is_required=False) for output in check_outputs.values()})
+    outs.update({check: dg.Out(dg.Nothing, is_required=False) for check in checks})
+    check_outputs = {check: check for check in checks}
 
     @dg.op(
-        name=names.publish_op,
-        description=f"Publish to destination {destination.id} ({destination.backend}, {uri}) under its lock: plan, "
-        "re-plan under the lock, write (outputs first, state last); then evaluate its checks on the paths the "
-        "run targeted. Claims the concurrency pool of the destination root.",
-        pool=pool_name(destination.storage.root_key),
-        ins={"validated": dg.In(Validated), **{name: dg.In(dg.Nothing) for name in upstream}},
+        name=name,
+        description="Publish the run's bundles to this step's destination under its lock: plan, re-plan under "
+        "the lock, write (outputs first, state last); then evaluate its checks on the paths the run targeted. "
+        "Claims the concurrency pool of the destination root (tag dagster/concurrency_key).",
+        ins={"validated": dg.In(Validated), UPSTREAM_INPUT: dg.In(dg.Nothing)},
         out=outs,
-        tags={PRIORITY_TAG: _priority(pipeline, destination), "distributor/destination": destination.id},
+        required_resource_keys={settings_key},
     )
     def publish(context: dg.OpExecutionContext, validated: Validated):  # type: ignore[no-untyped-def]
+        route = routes.destination(context)
+        pipeline, destination, names, pnames = route.pipeline, route.destination, route.names, route.pipeline_names
+        asset_key = route.asset_key
+        uri = root_uri(destination.storage)
+        if names.partitioned:
+            input_key = dg.AssetKey(list(pnames.source_key))
+        else:
+            input_key = dg.AssetKey(list(pnames.newest_key or pnames.source_key))
+        checked_scope(context, settings_key, validated.selection)
         if pipeline.is_upload:  # a re-execution publishes only the uploads not yet published
             validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
                                                  env=site.environment())

@@ -19,6 +19,9 @@ import dagster as dg
 
 from distributor_core.config import Pipeline
 from distributor_dagster.names import PipelineNames
+from distributor_dagster.publish.config import resource_key, run_config
+
+__all__ = ["PUBLISH_EXECUTOR", "publish_job", "run_config"]
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -33,7 +36,7 @@ PUBLISH_EXECUTOR = dg.in_process_executor.configured(
 )
 
 
-def publish_job(pipeline: Pipeline, names: PipelineNames) -> UnresolvedAssetJobDefinition:
+def publish_job(pipeline: Pipeline, names: PipelineNames, prefix: str = "") -> UnresolvedAssetJobDefinition:
     keys = [dg.AssetKey(list(d.asset_key)) for d in names.destinations]
     kind = "staged upload" if pipeline.is_upload else f"{pipeline.source.backend} source"
     return dg.define_asset_job(
@@ -41,14 +44,8 @@ def publish_job(pipeline: Pipeline, names: PipelineNames) -> UnresolvedAssetJobD
         selection=dg.AssetSelection.assets(*keys),
         description=f"Publish bundles of pipeline {pipeline.id} ({kind}) to "
         + ", ".join(d.id for d in pipeline.destinations)
-        + ": materializes the destination assets and evaluates their checks. Run config: "
-        + ", ".join(f"ops.{graph.node}.config" for graph in names.graphs) + ".",
+        + ": materializes the destination assets and evaluates their checks. Run settings: "
+        + f"resources.{resource_key(prefix)}.config.",
         tags={"distributor/pipeline": pipeline.id},
         executor_def=PUBLISH_EXECUTOR,
     )
-
-
-def run_config(names: PipelineNames, **config: object) -> dict:
-    """The run config of ``publish_<p>`` (and of any run materializing the pipeline's destinations):
-    the same values for each of its publish graphs."""
-    return {"ops": {graph.node: {"config": dict(config)} for graph in names.graphs}}

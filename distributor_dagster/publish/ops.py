@@ -18,22 +18,22 @@ from itertools import groupby
 import dagster as dg
 
 from distributor_core import paths as lp
-from distributor_core.app.publication import TargetError, select_targets
+from distributor_core.app.publication import TargetError, require_one_target
 from distributor_core.app.refusal import for_invalid_bundle
 from distributor_core.app.run import CheckedBundle, check_bundles, find_bundles, open_sources
 from distributor_core.app.run_options import RunOptions
 from distributor_core.app.setup import SetupError
-from distributor_core.config import ConfigLookupError, Destination, Pipeline
+from distributor_core.config import Destination, Pipeline
 from distributor_core.staging.store import UploadStore
 from distributor_core.storage.base import Storage
 from distributor_core.storage.factory import open_source_storage
 from distributor_dagster.checks import SOURCE_CHECK, bundle_outcome, run_partition_keys
 from distributor_dagster.failure import failure, refusal_metadata
-from distributor_dagster.names import GraphNames, PipelineNames
 from distributor_dagster.partitions import add_partitions, bundle_key, bundle_path, key_problem, keyed
 from distributor_dagster.publish import uploads
-from distributor_dagster.publish.config import BundlePublishConfig, PublishConfig, UploadPublishConfig
+from distributor_dagster.publish.config import WHERE, RunSettings
 from distributor_dagster.publish.model import Item, RunScope, Valid, Validated
+from distributor_dagster.publish.routes import DestinationRoute, GraphRoute, Routes
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot, newest, read_bundles
 from distributor_dagster.upload_status import upload_tag
@@ -41,7 +41,9 @@ from distributor_dagster.upload_status import upload_tag
 PIPELINE_TAG = "distributor/pipeline"
 UPLOAD_TAG = "distributor/upload_run_id"
 #: How a Dagster user restricts a run to one destination (the hint of the B3 refusal).
-TARGET_HINT = "materialize only that destination asset, or set destination in the run config"
+TARGET_HINT = f"materialize only that destination asset, or name it in destinations of {WHERE}"
+#: How many selected destinations an unknown-name error lists.
+SHOWN = 20
 
 
 @contextmanager
@@ -76,58 +78,97 @@ def tag_uploads(context: dg.OpExecutionContext, selection: RunScope) -> None:
         tag_run(context, tags)
 
 
-def _targets(
-    context: dg.OpExecutionContext, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames,
-    config: PublishConfig,
-) -> list[Destination]:
-    """This graph's share of the run's targets: the pipeline's destination assets the run selects
-    (in any of its graphs), restricted by ``destination``, with the B3 rule applied to the whole
-    run (``force``/``republish`` need exactly one destination in the run, not in this graph)."""
+def run_destinations(
+    context: dg.OpExecutionContext, routes: Routes, settings: RunSettings
+) -> list[DestinationRoute]:
+    """The destinations the whole run publishes to, in config order: the destination assets it
+    selects (in every graph and pipeline of the run), restricted by ``destinations``, with the B3
+    rule applied to the run (``force``/``republish`` need exactly one destination in the run)."""
     selected = set(context.run.asset_selection or context.job_def.asset_layer.executable_asset_keys)
-    selected |= set(context.selected_asset_keys)
-    chosen = [
-        d.id for d in pipeline.destinations if dg.AssetKey(list(pnames.destination(d.id).asset_key)) in selected
-    ]
+    chosen = routes.selected(selected | set(context.selected_asset_keys))
+    if settings.destinations:
+        unknown = [name for name in settings.destinations
+                   if not any(name in (route.destination.id, route.label) for route in chosen)]
+        if unknown:
+            listed = ", ".join(route.label for route in chosen[:SHOWN]) or "none"
+            more = f" and {len(chosen) - SHOWN} more" if len(chosen) > SHOWN else ""
+            raise dg.Failure(
+                f"destinations: {unknown[0]!r} is not among the destination assets selected for this run (it selects "
+                f"{listed}{more}); name one by its destination id or as '<pipeline id>/<destination id>'"
+            )
+        wanted = set(settings.destinations)
+        chosen = [route for route in chosen if route.destination.id in wanted or route.label in wanted]
     try:
-        if config.destination is not None:
-            pipeline.destination(config.destination)
-            if config.destination not in chosen:
-                raise dg.Failure(
-                    f"destination {config.destination} is not among the destination assets selected for this run"
-                )
-            chosen = [config.destination]
-        targets = select_targets(pipeline, chosen, force=config.force, republish=config.republish)
-    except ConfigLookupError as exc:
-        raise dg.Failure(str(exc)) from None
+        require_one_target(len(chosen), force=settings.force, republish=settings.republish)
     except TargetError as exc:
         raise dg.Failure(exc.describe(exc.flag, TARGET_HINT)) from None
-    mine = set(graph.destination_ids) & {
-        d for d in graph.destination_ids if dg.AssetKey(list(pnames.destination(d).asset_key))
-        in context.selected_asset_keys
-    }
-    return [target for target in targets if target.id in mine]
+    return chosen
+
+
+def _targets(
+    context: dg.OpExecutionContext, routes: Routes, route: GraphRoute, settings: RunSettings
+) -> list[Destination]:
+    """This graph's share of the run's targets (:func:`run_destinations`): those of its
+    destinations this step's assets select."""
+    mine = {key for key in context.selected_asset_keys}
+    return [
+        target.destination for target in run_destinations(context, routes, settings)
+        if target.pipeline.id == route.pipeline.id and target.asset_key in mine
+        and target.destination.id in route.graph.destination_ids
+    ]
+
+
+def _fits(route: GraphRoute, settings: RunSettings) -> None:
+    """Refuse settings that name what this pipeline does not have: a bundle of an upload
+    pipeline, uploads of a pipeline that reads a source."""
+    pipeline = route.pipeline
+    if pipeline.is_upload and settings.bundle_path is not None:
+        raise dg.Failure(f"bundle_path: pipeline {pipeline.id} publishes staged uploads (http_upload): name them with "
+                         "upload_run_id or upload_run_ids")
+    if not pipeline.is_upload and (settings.upload_run_id or settings.upload_run_ids is not None):
+        raise dg.Failure(f"upload_run_id/upload_run_ids: pipeline {pipeline.id} reads a {pipeline.source.backend} "
+                         "source, not staged uploads: name its bundle with bundle_path")
+
+
+def settings_of(context: dg.OpExecutionContext, key: str) -> RunSettings:
+    return getattr(context.resources, key)
+
+
+def checked_scope(context: dg.OpExecutionContext, key: str, selection: RunScope) -> RunScope:
+    """``selection`` when the run's settings still say what ``discover`` decided it with; a step
+    whose input was decided under other flags (a re-execution launched with another run config)
+    fails rather than mix them."""
+    settings = settings_of(context, key)
+    run = (settings.dry_run, settings.force, settings.republish)
+    if run != (selection.dry_run, selection.force, selection.republish):
+        raise dg.Failure(
+            f"this run's settings (dry_run={run[0]}, force={run[1]}, republish={run[2]}) differ from those its "
+            f"discover step decided with (dry_run={selection.dry_run}, force={selection.force}, "
+            f"republish={selection.republish}): re-execute the whole run with the settings you want"
+        )
+    return selection
 
 
 def _bundle_items(
-    context: dg.OpExecutionContext, site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames,
-    config: BundlePublishConfig, source: Storage,
+    context: dg.OpExecutionContext, route: GraphRoute, settings: RunSettings, source: Storage
 ) -> list[str]:
     """The bundle paths of this run, with the source observed for them."""
+    pnames, graph = route.names, route.graph
     source_key = dg.AssetKey(list(pnames.source_key))
     keys = run_partition_keys(context) if graph.partitioned else None
     listed_all = False
     if keys is not None:
-        if config.bundle_path is not None:
+        if settings.bundle_path is not None:
             raise dg.Failure("bundle_path is not used by a partitioned run: its partitions name the bundles")
         paths = [bundle_path(key) for key in keys]
     else:
-        paths = find_bundles(source, config.bundle_path)
-        listed_all = config.bundle_path is None
+        paths = find_bundles(source, settings.bundle_path)
+        listed_all = settings.bundle_path is None
     seen, problems = read_bundles(source, paths)
     for problem in problems:  # validate reports it on the source check
         context.log.warning(f"unreadable manifest: {problem}")
     view = SourceSnapshot.of(seen) if listed_all else None
-    if not graph.partitioned and config.bundle_path is None:
+    if not graph.partitioned and settings.bundle_path is None:
         chosen = newest(seen)  # what a fixed destination publishes: the newest bundle
         paths = [chosen.path] if chosen is not None else []
         seen = [s for s in seen if chosen is not None and s.path == chosen.path]
@@ -156,24 +197,24 @@ def _bundle_items(
 
 
 def _upload_items(
-    context: dg.OpExecutionContext, site: Site, pipeline: Pipeline, config: UploadPublishConfig
+    context: dg.OpExecutionContext, site: Site, pipeline: Pipeline, settings: RunSettings
 ) -> list[Item]:
     """The uploads of this run: the one named, the batch named, or every upload still waiting, in
     admission order."""
-    named = config.named_uploads()
+    named = settings.named_uploads()
     items = []
     with uploads.upload_store(pipeline, site.environment()) as store:
-        if config.upload_run_id:
-            records = [uploads.open_upload(pipeline, config.upload_run_id, store)]
+        if settings.upload_run_id:
+            records = [uploads.open_upload(pipeline, settings.upload_run_id, store)]
         elif named is not None:
-            records = uploads.batch_records(context, site.config, pipeline, named, dry_run=config.dry_run,
+            records = uploads.batch_records(context, site.config, pipeline, named, dry_run=settings.dry_run,
                                             store=store, clock=site.options.clock)
         else:
             records = uploads.waiting(pipeline, store)
             if not records:
                 context.log.info(f"no upload of pipeline {pipeline.id} is waiting to be published")
         for record in records:
-            if not config.dry_run:
+            if not settings.dry_run:
                 uploads.mark_running(store, record.run_id, context.run_id, site.options.clock)
             context.log.info(
                 f"upload {record.run_id} (seq {record.seq}, bundle id {record.bundle_id}, token {record.token_id})"
@@ -182,26 +223,39 @@ def _upload_items(
     return items
 
 
-def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
-    config_type = UploadPublishConfig if pipeline.is_upload else BundlePublishConfig
+def discover_op(site: Site, routes: Routes, name: str, settings_key: str) -> dg.OpDefinition:
+    """The ``discover`` step of every publish graph of the code location."""
 
-    def discover(context: dg.OpExecutionContext, config) -> RunScope:  # type: ignore[no-untyped-def]
-        targets = _targets(context, pipeline, pnames, graph, config)
-        flags = {"dry_run": config.dry_run, "force": config.force, "republish": config.republish}
+    @dg.op(
+        name=name,
+        description="Find the bundles this run publishes for the graph's pipeline (its partitions, the bundle_path "
+        "or uploads of the run settings, or every bundle; the fixed destinations' graph takes the newest) and the "
+        "destinations it publishes to (the selected destination assets, restricted by the run settings); observes "
+        "the source for them. Fails, before anything is written, on a setup failure.",
+        ins={"source": dg.In(dg.Nothing)},
+        required_resource_keys={settings_key},
+    )
+    def discover(context: dg.OpExecutionContext) -> RunScope:
+        route = routes.graph(context)
+        pipeline = route.pipeline
+        settings = settings_of(context, settings_key)
+        _fits(route, settings)
+        targets = _targets(context, routes, route, settings)
+        flags = {"dry_run": settings.dry_run, "force": settings.force, "republish": settings.republish}
         if not targets:
             context.log.info("no destination asset is selected: this run only evaluates asset checks")
             return RunScope(pipeline_id=pipeline.id, items=(), **flags)
         destinations = tuple(d.id for d in targets)
         tag_run(context, {PIPELINE_TAG: pipeline.id})
-        context.log.info("destinations: " + ", ".join(destinations))
+        context.log.info(("dry run: " if settings.dry_run else "") + "destinations: " + ", ".join(destinations))
         if pipeline.is_upload:
-            selection = RunScope(pipeline.id, tuple(_upload_items(context, site, pipeline, config)),
-                                  destinations, **flags)
+            selection = RunScope(pipeline.id, tuple(_upload_items(context, site, pipeline, settings)),
+                                 destinations, **flags)
             tag_uploads(context, selection)
             return selection
         try:  # setup failures (resolutions G3) fail this step, before any destination is planned
-            with open_sources([(pipeline, targets)], site.environment(), dry_run=config.dry_run) as (source,):
-                paths = _bundle_items(context, site, pipeline, pnames, graph, config, source)
+            with open_sources([(pipeline, targets)], site.environment(), dry_run=settings.dry_run) as (source,):
+                paths = _bundle_items(context, route, settings, source)
         except SetupError as exc:
             raise failure(exc.detailed(), [exc.refusal]) from None
         context.log.info(
@@ -210,15 +264,7 @@ def discover_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: Gr
         )
         return RunScope(pipeline.id, tuple(Item(path) for path in paths), destinations, **flags)
 
-    discover.__annotations__["config"] = config_type
-    return dg.op(
-        name=graph.op("discover"),
-        description=f"Find the bundles of pipeline {pipeline.id} this run publishes (its partitions, the "
-        "selected bundle or upload, or every bundle) and the destinations it publishes to (the selected "
-        "destination assets); observes the source for them.",
-        ins={"source": dg.In(dg.Nothing)},
-        tags={PIPELINE_TAG: pipeline.id},
-    )(discover)
+    return discover
 
 
 def _checked_items(
@@ -242,18 +288,23 @@ def _checked_items(
                 raise
 
 
-def validate_op(site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames) -> dg.OpDefinition:
-    source_key = dg.AssetKey(list(pnames.source_key))
-    newest_key = dg.AssetKey(list(pnames.newest_key)) if pnames.newest_key and not graph.partitioned else None
+def validate_op(site: Site, routes: Routes, name: str, settings_key: str) -> dg.OpDefinition:
+    """The ``validate`` step of every publish graph of the code location."""
 
     @dg.op(
-        name=graph.op("validate"),
+        name=name,
         out=dg.Out(Validated),
         description="Validate every bundle of the run (manifest rules, each file's size and sha256). A bundle "
         f"that fails is the source's problem: the source check {SOURCE_CHECK} fails for it, naming the file "
         "and both digests, and no destination sees it.",
+        required_resource_keys={settings_key},
     )
     def validate(context: dg.OpExecutionContext, selection: RunScope):  # type: ignore[no-untyped-def]
+        route = routes.graph(context)
+        pipeline, pnames = route.pipeline, route.names
+        selection = checked_scope(context, settings_key, selection)
+        source_key = dg.AssetKey(list(pnames.source_key))
+        newest_key = dg.AssetKey(list(pnames.newest_key)) if pnames.newest_key and not route.partitioned else None
         if not selection.destinations:
             yield dg.Output(Validated(selection))
             return

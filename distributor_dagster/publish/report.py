@@ -13,34 +13,44 @@ import dagster as dg
 
 from distributor_core.app.publication import PipelineOutcome, run_report
 from distributor_core.app.run_options import RunOptions
-from distributor_core.config import Pipeline
-from distributor_dagster.names import REPORT_NODE, GraphNames, PipelineNames
 from distributor_dagster.publish import uploads
 from distributor_dagster.publish.destination import evaluate_checks
 from distributor_dagster.publish.model import DestinationResult, Validated
-from distributor_dagster.publish.ops import tag_uploads
+from distributor_dagster.publish.ops import checked_scope, tag_uploads
+from distributor_dagster.publish.routes import Routes
 from distributor_dagster.site import Site
 
 #: the run report output (JSON, as `distributor run --json` prints it)
 RUN_REPORT = "run_report"
 
 
+def report_outputs(count: int, checks: tuple[str, ...]) -> list[dict[str, str]]:
+    """The check outputs of a report step over ``count`` destinations: per destination (config
+    order), check name -> output name (``d<i>_<check>``)."""
+    return [{check: f"d{index}_{check}" for check in checks} for index in range(count)]
+
+
 def report_op(
-    site: Site, pipeline: Pipeline, pnames: PipelineNames, graph: GraphNames, check_outputs: dict[str, dict[str, str]]
+    site: Site, routes: Routes, name: str, settings_key: str, count: int, checks: tuple[str, ...]
 ) -> dg.OpDefinition:
-    """``check_outputs``: destination id -> check name -> graph output name (the checks of an
-    upload pipeline's destinations are evaluated here, once the records are written)."""
-    outs = {output: dg.Out(dg.Nothing, is_required=False) for by_name in check_outputs.values()
-            for output in by_name.values()}
+    """The ``report`` step of every ``http_upload`` pipeline with ``count`` destinations (the
+    checks of an upload pipeline's destinations are evaluated here, once the records are written)."""
+    by_index = report_outputs(count, checks)
+    outs = {output: dg.Out(dg.Nothing, is_required=False) for by_name in by_index for output in by_name.values()}
     outs[RUN_REPORT] = dg.Out(dict, is_required=False)
 
     @dg.op(
-        name=graph.op(REPORT_NODE),
+        name=name,
         description="Record each upload's outcome in its upload record (every destination's result), report "
         "the run as `distributor run` prints it, and evaluate the destinations' checks.",
         out=outs,
+        required_resource_keys={settings_key},
     )
     def report(context: dg.OpExecutionContext, validated: Validated, results: list[DestinationResult]):  # type: ignore[no-untyped-def]
+        route = routes.graph(context)
+        pipeline, pnames = route.pipeline, route.names
+        check_outputs = dict(zip(route.graph.destination_ids, by_index, strict=True))
+        checked_scope(context, settings_key, validated.selection)
         # a re-execution records only the uploads not yet published
         validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
                                              env=site.environment())

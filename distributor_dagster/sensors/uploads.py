@@ -2,7 +2,7 @@
 (dagster.md §3, resolutions D1; issue 28: batched runs).
 
 A tick that finds new ``accepted`` records requests runs of at most ``bundles_per_run`` uploads
-each, in admission order (``ops.<p>.config.upload_run_ids``), so N uploads cost about
+each, in admission order (``upload_run_ids`` of the run settings, ``resources.publish.config``), so N uploads cost about
 N / ``bundles_per_run`` run workers instead of N; each upload's record still gets its own outcome
 and the Dagster run id. A run carries the tags ``distributor/pipeline`` and, per upload,
 ``distributor/upload.<stamp>.<hex>`` (:func:`~distributor_dagster.upload_status.upload_tag`); a
@@ -33,7 +33,7 @@ from distributor_core.config import Pipeline
 from distributor_core.staging.store import open_upload_store
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
-from distributor_dagster.publish.job import run_config
+from distributor_dagster.publish.config import run_config
 from distributor_dagster.sensors.staging_scan import uploads_view
 from distributor_dagster.site import Site
 from distributor_dagster.upload_status import upload_tag
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 
 def upload_run_request(
-    pipeline: Pipeline, names: PipelineNames, batch: Sequence[staging.UploadRecord]
+    pipeline: Pipeline, names: PipelineNames, batch: Sequence[staging.UploadRecord], prefix: str = ""
 ) -> dg.RunRequest:
     """The run publishing ``batch`` (admission order)."""
     first, last = batch[0], batch[-1]
@@ -54,7 +54,7 @@ def upload_run_request(
         tags["distributor/uploads"] = str(len(batch))
     return dg.RunRequest(
         run_key=first.run_id if len(batch) == 1 else f"{first.run_id}..{last.run_id}",
-        run_config=run_config(names, upload_run_ids=[record.run_id for record in batch]),
+        run_config=run_config(prefix, upload_run_ids=[record.run_id for record in batch]),
         tags=tags,
     )
 
@@ -87,7 +87,7 @@ def uploads_sensor(
             context.log.warning(f"skipping unreadable upload record {run_id}: {error}")
         for run_id in scan.abandoned:
             context.log.info(f"removed the pending marker of upload {run_id}: its admission never completed")
-        requests = [upload_run_request(pipeline, names, batch) for batch in scan.runs]
+        requests = [upload_run_request(pipeline, names, batch, options.name_prefix) for batch in scan.runs]
         events = [uploads_view(scan.offered, admitted=scan.admitted, counted=counted).observation(source_key)] \
             if requests else []
         if scan.partial:

@@ -158,33 +158,42 @@ pipelines:
         build_definitions(config)
 
 
+def settings_fields(job: dg.JobDefinition) -> dict[str, dg.Field]:
+    """The run settings a job's launchpad offers: ``resources.publish.config``."""
+    resources = job.run_config_schema.config_type.fields["resources"].config_type.fields
+    return resources["publish"].config_type.fields["config"].config_type.fields
+
+
 def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> None:
-    """Every run config field is optional (so "Execute checks" and Materialize need no config;
-    without ``upload_run_id`` a run publishes the uploads still waiting, test_upload_sensor), and
-    only the fields that apply are offered: uploads take ``upload_run_id`` (one, the launchpad's) or
-    ``upload_run_ids`` (a batch, the sensor's), sources ``bundle_path``."""
+    """Issue 37: a publish run takes its settings once, as the run-level resource ``publish``, and
+    no graph takes op config. Every key is optional with its default (so "Execute checks" and
+    Materialize need no config; without ``upload_run_id`` a run publishes the uploads still waiting,
+    test_upload_sensor), and a code location offers only the keys its pipelines use: uploads take
+    ``upload_run_id`` (one, the launchpad's) or ``upload_run_ids`` (a batch, the sensor's), sources
+    ``bundle_path``."""
     defs = build_definitions(REPO / "examples" / "http-upload-local.yml")
     assert {s.name for s in defs.sensors} == {"uploads_example_http_upload"}
-    job = defs.resolve_job_def("publish_example_http_upload")
-    ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
-    config_fields = ops["example_http_upload"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"destination", "upload_run_id", "upload_run_ids", "dry_run", "force", "republish"}
-    assert not any(field.is_required for field in config_fields.values())
-    # a pipeline with one destination has no destination to choose
-    local = build_definitions(REPO / "examples" / "local-publish.yml").resolve_job_def("publish_example_source_bundle")
-    ops = local.run_config_schema.config_type.fields["ops"].config_type.fields
-    config_fields = ops["example_source_bundle"].config_type.fields["config"].config_type.fields
-    assert set(config_fields) == {"bundle_path", "dry_run", "force", "republish"}
-    assert {name: field.default_value for name, field in config_fields.items()} == {
-        "bundle_path": "", "dry_run": False, "force": False, "republish": False,
+    fields = settings_fields(defs.resolve_job_def("publish_example_http_upload"))
+    assert {name: field.default_value for name, field in fields.items()} == {
+        "destinations": [], "upload_run_id": "", "upload_run_ids": [], "dry_run": False, "force": False,
+        "republish": False,
     }
-    # with several, the launchpad offers them by id, every selected one by default
-    fan_out = build_definitions(REPO / "examples" / "fan-out.yml").resolve_job_def("publish_example_fan_out")
-    ops = fan_out.run_config_schema.config_type.fields["ops"].config_type.fields
-    destination = ops["example_fan_out"].config_type.fields["config"].config_type.fields["destination"]
-    assert destination.default_value == "(all)"
-    assert destination.config_type.config_values == ["(all)", *[d.id for d in load_config(
-        REPO / "examples" / "fan-out.yml").pipelines[0].destinations]]
+    assert not any(field.is_required for field in fields.values())
+    local = build_definitions(REPO / "examples" / "archive-and-latest.yml")
+    job = local.resolve_job_def("publish_example_archive_and_latest")
+    fields = settings_fields(job)
+    assert {name: field.default_value for name, field in fields.items()} == {
+        "destinations": [], "bundle_path": "", "dry_run": False, "force": False, "republish": False,
+    }
+    # once for the run, whatever the graphs: the per-bundle one and the fixed destinations' one
+    assert {node.name for node in job.graph.nodes} == {"example_archive_and_latest",
+                                                        "example_archive_and_latest__newest"}
+    ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
+    assert all(set(node.config_type.fields) == {"config"} for node in ops.values())
+    assert all(not node.config_type.fields["config"].is_required and
+               not node.config_type.fields["config"].default_provided for node in ops.values())
+    # Materialize (the implicit asset job) offers the same settings
+    assert settings_fields(local.resolve_implicit_global_asset_job_def()) == fields
 
 
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
@@ -337,7 +346,8 @@ pipelines:
     ("p1", "d1", "p2", "d2", "first", "second"),
     [
         ("reports.daily", "a", "reports-daily", "b", "pipeline reports.daily", "pipeline reports-daily"),
-        ("a", "b", "a__publish_b", "c", "pipeline a destination b", "pipeline a__publish_b"),
+        ("a", "b", "a__observe", "c", "pipeline a", "pipeline a__observe"),
+        ("distributor__publish", "b", "c", "d", "the publish steps", "pipeline distributor__publish"),
     ],
 )
 def test_name_collisions_fail_the_load_naming_both(

@@ -146,9 +146,9 @@ def test_dg_launch_assets_publishes_only_the_selected_destination(home: Path) ->
 
 
 def test_materialize_takes_the_publication_run_config(home: Path) -> None:
-    """``force``/``republish`` on one selected asset need no ``destination``; on two they are refused."""
+    """``force``/``republish`` on one selected asset need no ``destinations``; on two they are refused."""
     assert materialize(home, "reports_daily/archive").returncode == 0
-    republish = '{"ops": {"reports_daily": {"config": {"republish": true}}}}'
+    republish = '{"resources": {"publish": {"config": {"republish": true}}}}'
     both = materialize(home, "reports_daily/archive,reports_daily/site", "--config-json", republish)
     assert both.returncode != 0
     assert "republish requires a run that targets exactly one destination" in both.stdout + both.stderr

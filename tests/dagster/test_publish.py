@@ -97,8 +97,8 @@ def step(name: str, graph: str = GRAPH) -> str:
 
 
 def cfg(**config: object) -> dict:
-    """Run config of the publication: ``ops.<graph>.config`` for each of the pipeline's graphs."""
-    return {"ops": {GRAPH: {"config": config}, NEWEST_GRAPH: {"config": config}}}
+    """Run config of the publication as docs/dagster.md prints it: the run's settings, once."""
+    return {"resources": {"publish": {"config": config}}}
 
 
 def check_evaluations(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
@@ -340,7 +340,7 @@ def test_an_invalid_bundle_fails_only_its_source_check_and_the_valid_ones_publis
 
 def test_selectors_restrict_the_run(tmp_path: Path, source: Path) -> None:
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    result = publish(config, cfg(destination="html-site", bundle_path="2026-06-07"))
+    result = publish(config, cfg(destinations=["html-site"], bundle_path="2026-06-07"))
     assert result.success
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["site"]
     assert sorted(p.name for p in (tmp_path / "out" / "site").iterdir()) == ["2026-06-07"]
@@ -359,31 +359,37 @@ def test_force_and_republish_need_exactly_one_destination(tmp_path: Path, source
         assert f"{flag} requires a run that targets exactly one destination" in error
     assert not (tmp_path / "out").exists()
     assert publish(config).success
-    forced = publish(config, cfg(destination="archive", republish=True))
+    forced = publish(config, cfg(destinations=["archive"], republish=True))
     assert forced.success
     assert {meta(e, "action") for e in materializations(forced)} == {"replace_older"}
     assert {meta(e, "reason") for e in materializations(forced)} == {"republish of same source requested"}
 
 
-def test_an_unknown_destination_is_refused_before_the_run_starts(tmp_path: Path, source: Path) -> None:
-    """``destination`` is a choice among the pipeline's destinations (the launchpad offers them):
-    another value is refused before anything runs."""
+def test_an_unknown_destination_fails_the_run_before_anything_is_written(tmp_path: Path, source: Path) -> None:
+    """``destinations`` names destination assets the run selects: another name fails every
+    ``discover`` step, listing what the run selects, and nothing is published."""
     config = write_config(tmp_path, CONFIG.format(out="out"))
-    with pytest.raises(dg.DagsterInvalidConfigError) as raised:
-        publish(config, cfg(destination="nope"))
-    assert 'Value at path root:ops:reports_daily:config:destination not in enum type' in str(raised.value)
-    assert "got nope" in str(raised.value)
+    result = publish(config, cfg(destinations=["nope"]))
+    assert not result.success
+    failed = {e.step_key: e.event_specific_data.error.message for e in events_of(result, "STEP_FAILURE")}
+    assert set(failed) == {step("discover"), step("discover", NEWEST_GRAPH)}
+    assert all("destinations: 'nope' is not among the destination assets selected for this run (it selects "
+               "reports.daily/archive, reports.daily/html-site, reports.daily/latest)" in m for m in failed.values())
+    assert materializations(result) == [] and destination_observations(result) == []
     assert not (tmp_path / "out").exists()
+    # named as <pipeline id>/<destination id> it selects that one
+    result = publish(config, cfg(destinations=["reports.daily/latest"]))
+    assert result.success
+    assert [meta(e, "destination_id") for e in materializations(result)] == ["latest"]
 
 
 def test_a_destination_added_to_the_config_is_offered_after_a_reload(tmp_path: Path, source: Path) -> None:
-    """A code server reloads a config in the same process: the launchpad's choice of destination is
-    the new list (Dagster keeps config types for the life of the process)."""
+    """A code server reloads a config in the same process: the new destination can be named
+    (Dagster keeps config types for the life of the process)."""
     two = CONFIG.format(out="out").split("      - id: latest")[0]
-    only_graph = {"ops": {GRAPH: {"config": {"destination": "archive"}}}}
-    assert publish(write_config(tmp_path, two, "two.yml"), only_graph).success
+    assert publish(write_config(tmp_path, two, "two.yml"), cfg(destinations=["archive"])).success
     three = write_config(tmp_path, CONFIG.format(out="out"), "three.yml")
-    result = publish(three, cfg(destination="latest"))
+    result = publish(three, cfg(destinations=["latest"]))
     assert result.success
     assert [meta(e, "destination_id") for e in materializations(result)] == ["latest"]
 
@@ -414,15 +420,17 @@ def test_execute_steps_sharing_a_root_share_a_pool_and_run_in_config_order(tmp_p
     copy_example_bundle(tmp_path / "source")
     config = write_config(tmp_path, SHARED)
     job = build_definitions(config).resolve_job_def("publish_site")
-    graph = job.graph.node_named("site").definition
-    nodes = ("publish_copy", "publish_other", "publish_html")
-    pools = {node: graph.node_named(node).definition.pool for node in nodes}
-    assert pools["publish_copy"] == pools["publish_html"] == f"distributor/local:{tmp_path / 'out' / 'root'}"
-    assert pools["publish_other"] == f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
-    assert graph.node_named("discover").definition.pool is None
-
-    result = job.execute_in_process(raise_on_error=False)
-    assert result.success
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert result.success
+        # the pool each step of the run claims, as the run queue and the executor read it from the
+        # run's stored plan (the op definition is shared: the pool is the step's tag)
+        plan = instance.get_execution_plan_snapshot(result.dagster_run.execution_plan_snapshot_id)
+        pools = {s.key: s.pool or s.tags.get("dagster/concurrency_key") for s in plan.steps}
+    root = f"distributor/local:{tmp_path / 'out' / 'root'}"
+    elsewhere = f"distributor/local:{tmp_path / 'out' / 'elsewhere'}"
+    assert pools == {"site.discover": None, "site.validate": None, "site.publish_copy": root,
+                     "site.publish_other": elsewhere, "site.publish_html": root}
     order = [(e.event_type_value, e.step_key) for e in result.all_events
              if e.event_type_value in ("STEP_START", "STEP_SUCCESS") and e.step_key.startswith("site.publish_")]
     assert order == [

@@ -41,7 +41,7 @@ def test_missing_source_fails_discover_naming_pipeline_and_path(tmp_path: Path, 
     expected = f"pipeline reports.daily source path {tmp_path / 'spool-typo'} not found"
     defs = build_definitions(config)
     job = defs.resolve_job_def("publish_reports_daily")
-    for run_config in ({}, {"ops": {"reports_daily": {"config": {"bundle_path": "2026/d1"}}}}):
+    for run_config in ({}, {"resources": {"publish": {"config": {"bundle_path": "2026/d1"}}}}):
         result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False)
         assert not result.success
         steps, message = _failure(result)

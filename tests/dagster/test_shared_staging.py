@@ -134,7 +134,7 @@ def tick(defs: dg.Definitions, cursor: str | None, instance: dg.DagsterInstance)
 
 
 def upload_ids(request: dg.RunRequest) -> list[str]:
-    return request.run_config["ops"]["reports_daily"]["config"]["upload_run_ids"]
+    return request.run_config["resources"]["publish"]["config"]["upload_run_ids"]
 
 
 def assert_no_local_staging(shared: Shared) -> None:

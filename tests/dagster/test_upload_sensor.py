@@ -126,7 +126,7 @@ def test_a_tick_requests_runs_of_at_most_bundles_per_run_uploads_and_none_on_the
     batches = [run_ids[0:3], run_ids[3:6], run_ids[6:]]
     assert [r.run_key for r in first.run_requests] == [f"{b[0]}..{b[-1]}" for b in batches[:2]] + [run_ids[6]]
     assert [r.run_config for r in first.run_requests] == [
-        {"ops": {"reports_daily": {"config": {"upload_run_ids": batch}}}} for batch in batches
+        {"resources": {"publish": {"config": {"upload_run_ids": batch}}}} for batch in batches
     ]
     request = first.run_requests[0]
     # each upload of a batch is named by its own tag (GET /runs/<id> and the UI's tag filter find the run)
@@ -153,7 +153,7 @@ def test_a_tick_requests_runs_of_at_most_bundles_per_run_uploads_and_none_on_the
     more = staged_uploads(tmp_path / "later", config, instance, 1)
     third = tick(defs, second.cursor, instance)
     assert [r.run_key for r in third.run_requests] == more
-    assert third.run_requests[0].run_config == {"ops": {"reports_daily": {"config": {"upload_run_ids": more}}}}
+    assert third.run_requests[0].run_config == {"resources": {"publish": {"config": {"upload_run_ids": more}}}}
     assert tick(defs, third.cursor, instance).run_requests == []
 
 
@@ -235,14 +235,14 @@ def test_a_failed_destination_fails_the_upload_and_keeps_its_bundle_for_a_rerun(
     assert batch.success and events_of(batch, "ASSET_MATERIALIZATION") == []
     assert sg.read_record(staging_path, run_id).dagster_run_id == rerun.run_id
     again = job.execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id}}}}, instance=instance,
+        run_config={"resources": {"publish": {"config": {"upload_run_id": run_id}}}}, instance=instance,
         raise_on_error=False,
     )
     assert not again.success
     error = events_of(again, "STEP_FAILURE")[0].event_specific_data.error.message
     assert f"upload {run_id} was already published" in error
     both = job.execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id, "upload_run_ids": [run_id]}}}},
+        run_config={"resources": {"publish": {"config": {"upload_run_id": run_id, "upload_run_ids": [run_id]}}}},
         instance=instance, raise_on_error=False,
     )
     error = events_of(both, "STEP_FAILURE")[0].event_specific_data.error.message
@@ -256,7 +256,7 @@ def test_a_dry_run_of_an_upload_leaves_its_record_alone(
     staging_path = tmp_path / "staging" / "reports.daily"
     before = (staging_path / run_id / "upload.json").read_bytes()
     result = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": run_id, "dry_run": True}}}},
+        run_config={"resources": {"publish": {"config": {"upload_run_id": run_id, "dry_run": True}}}},
         instance=instance,
     )
     assert result.success
@@ -277,7 +277,7 @@ def test_an_upload_launched_by_hand_is_tagged_and_linked_and_materialize_publish
 
     # launched by hand (no sensor tags) for one upload: the run tags itself and the record links it
     result = job.execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_id": first}}}}, instance=instance
+        run_config={"resources": {"publish": {"config": {"upload_run_id": first}}}}, instance=instance
     )
     assert result.success
     tags = instance.get_run_by_id(result.run_id).tags

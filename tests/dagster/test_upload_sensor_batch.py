@@ -47,7 +47,7 @@ def test_a_batch_records_each_upload_and_a_re_execution_publishes_only_the_unfin
                               [("reports.daily", 0), ("reports.other", 0), ("reports.daily", 1), ("reports.daily", 2)])
     staging_path = tmp_path / "staging" / "reports.daily"
     (request,) = tick(build_definitions(config, bundles_per_run=5), None, instance).run_requests
-    assert request.run_config["ops"]["reports_daily"]["config"]["upload_run_ids"] == [v0, other, v1, v2]
+    assert request.run_config["resources"]["publish"]["config"]["upload_run_ids"] == [v0, other, v1, v2]
     with dg.execute_job(
         reconstructable_job(config, "publish_reports_daily"), instance, run_config=request.run_config, tags=request.tags
     ) as result:
@@ -105,10 +105,10 @@ def test_a_batch_passes_over_an_upload_another_run_is_publishing(
     staging_path = tmp_path / "staging" / "reports.daily"
     job = build_definitions(config).resolve_job_def("publish_reports_daily")
     # a run not finished (created, not started) owns the first upload
-    busy = instance.create_run_for_job(job, run_config={"ops": {"reports_daily": {"config": {}}}})
+    busy = instance.create_run_for_job(job, run_config={"resources": {"publish": {"config": {}}}})
     sg.mark_running(staging_path, first, dagster_run_id=busy.run_id)
     result = job.execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_ids": [first, second]}}}}, instance=instance
+        run_config={"resources": {"publish": {"config": {"upload_run_ids": [first, second]}}}}, instance=instance
     )
     assert result.success
     assert (sg.read_record(staging_path, first).status, sg.read_record(staging_path, first).dagster_run_id) == (
@@ -141,7 +141,7 @@ def test_one_upload_of_a_batch_that_cannot_be_published_does_not_stop_the_others
     shutil.rmtree(sg.bundle_dir(staging_path, gone))  # e.g. removed by the failed-uploads quota
     expired = "reports.daily.20260101T000000Z.0000abcd"
     result = build_definitions(config).resolve_job_def("publish_reports_daily").execute_in_process(
-        run_config={"ops": {"reports_daily": {"config": {"upload_run_ids": [expired, gone, kept]}}}},
+        run_config={"resources": {"publish": {"config": {"upload_run_ids": [expired, gone, kept]}}}},
         instance=instance,
     )
     assert result.success

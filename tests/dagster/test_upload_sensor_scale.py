@@ -61,7 +61,7 @@ def test_first_scan_of_10000_records_requests_each_pending_upload_once(
     for _ in range(200):
         result, seconds = timed_tick(defs, cursor, instance)
         timings.append(seconds)
-        requested += [u for r in result.run_requests for u in r.run_config["ops"]["reports_daily"]["config"]
+        requested += [u for r in result.run_requests for u in r.run_config["resources"]["publish"]["config"]
                       ["upload_run_ids"]]
         cursor = result.cursor
         if not UploadCursor.parse(cursor).resume:
@@ -75,7 +75,7 @@ def test_first_scan_of_10000_records_requests_each_pending_upload_once(
     new = [add_record(staging_path, 10_000 + i, later + timedelta(seconds=i), "accepted") for i in range(1, 6)]
     fresh, fresh_seconds = timed_tick(defs, idle.cursor, instance)
     # the five new ones in one run
-    assert [r.run_config["ops"]["reports_daily"]["config"]["upload_run_ids"] for r in fresh.run_requests] == [new]
+    assert [r.run_config["resources"]["publish"]["config"]["upload_run_ids"] for r in fresh.run_requests] == [new]
     assert timed_tick(defs, fresh.cursor, instance)[0].run_requests == []
     print(f"\nuploads sensor over 10,000 records: first scan ticks {[round(t, 3) for t in timings]} s, "
           f"idle tick {idle_seconds:.4f} s, tick with 5 new uploads {fresh_seconds:.3f} s")

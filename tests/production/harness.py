@@ -3,9 +3,6 @@
 ``dagster-daemon``, ``distributor serve --publisher dagster`` and ``dagster-webserver``, all
 subprocesses sharing one environment, and the Dagster instance opened in the test to read run
 records and events.
-
-Every publish run config a test builds goes through :func:`publish_run_config` (the sensors'
-own builder of the job's documented run config shape).
 """
 
 from __future__ import annotations
@@ -34,18 +31,6 @@ SENSOR_INTERVAL = "1"
 #: how long a test waits for the daemon to get a run through (queue, launch, execution)
 RUN_TIMEOUT = 180.0
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
-
-
-def publish_run_config(config_path: Path, pipeline_id: str, **config: Any) -> dict[str, Any]:
-    """The run config of ``publish_<pipeline>`` (``ops.<p>.config``: ``bundle_path``,
-    ``upload_run_id``, ``destination`` ...), built by the function the sensors use, so tests never
-    spell the shape themselves."""
-    from distributor_core.config import load_config
-    from distributor_dagster.names import config_names
-    from distributor_dagster.publish.job import run_config
-
-    [names] = [n for n in config_names(load_config(config_path)) if n.pipeline_id == pipeline_id]
-    return run_config(names, **config)
 
 
 @dataclass
