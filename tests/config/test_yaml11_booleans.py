@@ -22,6 +22,8 @@ TRUE_WORDS = ["y", "Y", "yes", "Yes", "YES", "on", "On", "ON"]
 FALSE_WORDS = ["n", "N", "no", "No", "NO", "off", "Off", "OFF"]
 WORDS = [(word, True) for word in TRUE_WORDS] + [(word, False) for word in FALSE_WORDS]
 
+pytestmark = pytest.mark.usefixtures("yaml_parser")
+
 
 def test_the_table_is_yaml_v3s() -> None:
     assert dict(WORDS) == YAML11_BOOLEANS

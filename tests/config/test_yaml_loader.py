@@ -9,6 +9,8 @@ import pytest
 from distributor_core.config import ConfigError
 from distributor_core.config.loader import YamlFloat, YamlInt, load_yaml_mapping
 
+pytestmark = pytest.mark.usefixtures("yaml_parser")
+
 
 def yaml_error(text: str) -> list[str]:
     with pytest.raises(ConfigError) as info:
