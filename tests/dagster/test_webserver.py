@@ -18,12 +18,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
+import httpx
 import pytest
+import yaml
 
 from distributor_core.bundle import load_manifest
 from distributor_dagster.location import definitions_from_environment
 from tests.dagster.conftest import FROZEN, REPO, apply_tick, make_bundle, write_config
-from tests.peers.webserver import INSTANCE_YAML, Webserver, running_webserver
+from tests.peers.webserver import ASSET_JOB, INSTANCE_YAML, LAUNCH, REPOSITORY, Webserver, running_webserver
 
 pytestmark = pytest.mark.dagster
 
@@ -86,6 +88,7 @@ query Partitions($keys: [AssetKeyInput!], $partitions: [String!]) {
   }
 }
 """
+RUNS = "{ runsOrError { ... on Runs { results { runId } } } }"
 RUN_STEPS = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status stepKeysToExecute } } }"
 
 
@@ -275,3 +278,57 @@ def test_6_checks_never_vouch_for_a_refused_publication(site: Site) -> None:
     (evaluation, *_) = site.check_history(SITE, "no_unmanaged_content", DAYS[3])
     assert [r.data["path"] for r in evaluation.metadata["unmanaged_entries"].value.records] == ["index.html"]
     assert in_the_way.read_text() == "<p>not published by distributor</p>\n"
+
+
+SCAFFOLD = """
+query Scaffold($selector: PipelineSelector!) {
+  runConfigSchemaOrError(selector: $selector) { ... on RunConfigSchema { rootDefaultYaml } }
+}
+"""
+SETTINGS = {"bundle_path": "", "destinations": [], "dry_run": False, "force": False, "republish": False}
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_7_the_launchpad_shows_the_run_settings_once_and_a_dry_run_launched_there_writes_nothing(site: Site) -> None:
+    """Issue 37 item 1: the launchpad of the publish job, and of a Materialize of destinations from
+    both graphs, scaffolds the settings once (``resources.publish.config``) with their defaults; a
+    run config in the old per-graph shape is refused at launch naming the new one; a dry run
+    launched there plans every destination, the fixed one included, and writes nothing."""
+    job = {"repositoryLocationName": site.server.location, "repositoryName": REPOSITORY,
+           "pipelineName": "publish_reports_daily"}
+    materialize = {**job, "pipelineName": ASSET_JOB,
+                   "assetSelection": [{"path": list(ARCHIVE)}, {"path": list(LATEST)}]}
+    for selector in (job, materialize):
+        scaffold = yaml.safe_load(site.server.graphql(SCAFFOLD, {"selector": selector})
+                                  ["runConfigSchemaOrError"]["rootDefaultYaml"])
+        assert scaffold["resources"] == {"publish": {"config": SETTINGS}}
+        assert not scaffold.get("ops"), scaffold  # no graph takes settings of its own
+
+    before = files(site.root / "out")
+    runs = len(site.server.graphql(RUNS)["runsOrError"]["results"])
+    old = {"ops": {"reports_daily__newest": {"config": {"dry_run": True}}}}
+    response = httpx.post(f"{site.server.url}/graphql", timeout=120, json={"query": LAUNCH, "variables": {"params": {
+        "selector": job, "mode": "default", "runConfigData": old}}})
+    refused = response.json()["data"]["launchPipelineExecution"]
+    assert refused["__typename"] == "PythonError"
+    assert ("the run config ops.reports_daily__newest.config is no longer read (issue 37): a publish run takes its "
+            "settings once, for every step of every graph, as resources.publish.config; write "
+            "{resources: {publish: {config: {dry_run: true}}}} instead") in refused["message"]
+    assert len(site.server.graphql(RUNS)["runsOrError"]["results"]) == runs
+
+    # the newest bundle (2026-06-10) is published nowhere yet: a real run would write archive and latest
+    dry = {"resources": {"publish": {"config": {"dry_run": True, "destinations": ["archive", "latest"]}}}}
+    run_id = site.server.launch([], run_config=dry, job="publish_reports_daily")
+    assert site.server.wait_run(run_id)["status"] == "SUCCESS", site.server.log_text()
+    assert files(site.root / "out") == before
+    with dg.DagsterInstance.from_config(str(site.home)) as instance:
+        records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION).records
+        planned = [r.event_log_entry.dagster_event.event_specific_data.asset_observation for r in records]
+    seen = {(tuple(o.asset_key.path), o.partition, o.metadata["action"].value, o.metadata["dry_run"].value)
+            for o in planned if "action" in o.metadata}  # the destinations' (not the source's)
+    assert (LATEST, None, "replace_older", True) in seen
+    assert (ARCHIVE, DAYS[3], "publish_new", True) in seen
+    assert all(dry_run for *_, dry_run in seen)
