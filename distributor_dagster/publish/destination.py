@@ -225,10 +225,11 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
         context.log.info(f"{destination.id}: nothing to check: nothing of this run's bundles is published here")
     results.update(unpublished)
     # a step output where Dagster planned one (an unpartitioned asset, or the one partition of the
-    # run), a logged evaluation per partition otherwise
+    # run), a logged evaluation per partition otherwise; a dry run's checks are always logged: Dagster
+    # enforces a blocking check given as an output, and a dry run's checks block nothing
     single = run_partition_keys(context) if names.partitioned else None
     for path, by_name in results.items():
-        as_output = not names.partitioned or single == [bundle_key(path)]
+        as_output = not dry_run and (not names.partitioned or single == [bundle_key(path)])
         target = None if as_output else latest_materialization(context.instance, asset_key, bundle_key(path))
         for name, outcome in by_name.items():
             if check_outputs.get(name) not in selected:
@@ -236,7 +237,8 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
             if as_output:
                 yield outcome.result(asset_key)
             else:  # yielded, not logged: logged events not followed by a yield are lost if the step fails
-                yield outcome.evaluation(asset_key, bundle_key(path), blocking=name in blocking, target=target)
+                yield outcome.evaluation(asset_key, bundle_key(path) if names.partitioned else None,
+                                         blocking=name in blocking and not dry_run, target=target)
     # a dry run wrote nothing: its checks describe the destination as it is and block nothing
     chosen = {path: {n: o for n, o in by_name.items() if check_outputs.get(n) in selected}
               for path, by_name in results.items()}

@@ -183,6 +183,14 @@ def _bundle_items(
             added = list(dict.fromkeys(added + add_partitions(context.instance, pnames.published, keys_ok)))
         if added:
             context.log.info(f"added {len(added)} bundle partition(s): " + ", ".join(added[:20]))
+    if view is not None:
+        context.log.info(f"source: {view.description()}")
+    if settings.dry_run:
+        # a source observation tells the watch sensor (and eager automation) that a bundle was
+        # handled: a dry run records none, so the next tick still publishes what it planned
+        context.log.info("dry run: the source is not observed")
+        return paths
+    if pnames.partitioned:
         for bundle in seen:
             if key_problem(bundle.path) is None:
                 context.log_event(bundle.observation(source_key))
@@ -190,7 +198,6 @@ def _bundle_items(
         whole = pnames.newest_key if pnames.partitioned else pnames.source_key
         if whole is not None:
             context.log_event(view.observation(dg.AssetKey(list(whole))))
-        context.log.info(f"source: {view.description()}")
     elif not pnames.partitioned and seen:
         context.log_event(SourceSnapshot.of(seen).observation(source_key))
     return paths
