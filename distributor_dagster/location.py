@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from distributor_core.config import ConfigError
+from distributor_core.gcpause import gc_paused
 from distributor_dagster.build import build_definitions
 from distributor_dagster.names import NameCollisionError
 from distributor_dagster.options import BuildOptions
@@ -71,7 +72,12 @@ def definitions_from_environment(environ: Mapping[str, str] | None = None) -> dg
             except ValueError as exc:
                 raise DistributorConfigError(f"{OPTION_VARIABLES[option]}: {exc}") from None
     try:
-        return build_definitions(path, **options)
+        defs = build_definitions(path, **options)
+        # what Dagster does first with a module's Definitions: build the repository (cached on the
+        # object); done here with the collector paused (build_definitions says why)
+        with gc_paused():
+            defs.get_repository_def()
+        return defs
     except (ConfigError, NameCollisionError) as exc:
         raise DistributorConfigError(f"{CONFIG_VARIABLE}={path}: {exc}") from None
     except ValueError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from distributor_core.config import Config, Environment, Pipeline
 from distributor_dagster.names import PipelineNames
@@ -19,6 +19,11 @@ class Site:
     options: BuildOptions
     names: tuple[PipelineNames, ...]
     specs: tuple[PipelineSpecs, ...]
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # pipeline id -> position, for the lookups of a build (a site may have thousands of pipelines)
+        object.__setattr__(self, "_index", {p.id: i for i, p in enumerate(self.config.pipelines)})
 
     def environment(self) -> Environment:
         """Secrets resolve at run time, never at load (interfaces §1.4)."""
@@ -28,14 +33,11 @@ class Site:
         return self.config.pipeline(pipeline_id)
 
     def pipeline_names(self, pipeline_id: str) -> PipelineNames:
-        for names in self.names:
-            if names.pipeline_id == pipeline_id:
-                return names
-        raise KeyError(pipeline_id)
+        return self.names[self._index[pipeline_id]]
 
     def pipeline_specs(self, pipeline_id: str) -> PipelineSpecs:
         """The translated asset specs of a pipeline."""
-        return self.specs[self.config.pipeline_index(pipeline_id)]
+        return self.specs[self._index[pipeline_id]]
 
 
 def holder(job_name: str, run_id: str, step: str) -> str:
