@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,10 +22,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from distributor_core import staging as sg
 from distributor_dagster import build_definitions
-from tests.dagster.conftest import FROZEN, apply_tick, make_bundle, write_config
+from tests.dagster.conftest import FROZEN, REPO, apply_tick, make_bundle, write_config
 from tests.dagster.test_upload_sensor import TOKEN, archive, serving
 
 pytestmark = pytest.mark.dagster
@@ -274,3 +276,26 @@ def test_the_run_config_of_before_issue_37_is_refused_naming_the_new_shape(site:
     assert site.files() == before
     with site.instance() as instance:
         assert len(instance.get_runs()) == runs
+
+
+def test_the_run_config_docs_dagster_md_prints_is_the_one_publish_runs_take(site: Site) -> None:
+    """docs/dagster.md "Run config": its scaffold and its command lines' configs are accepted as
+    printed by a publish job and by Materialize, and the refusal it quotes is the one a run gets."""
+    text = (REPO / "docs" / "dagster.md").read_text()
+    section = text[text.index("### Run config"):text.index("### Asset events and metadata")]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    scaffold = yaml.safe_load(next(body for kind, body in blocks if kind == "yaml"))
+    configs = [scaffold, *(json.loads(c) for c in re.findall(r"--config-json '(.*?)'", section))]
+    forced = re.search(r"printf '(.*?)' > force.yaml", section)
+    assert forced is not None
+    configs.append(yaml.safe_load(forced.group(1).encode().decode("unicode_escape")))
+    assert len(configs) == 4
+    defs = build_definitions(site.config)
+    for job in (defs.resolve_job_def("publish_mixed"), defs.resolve_implicit_global_asset_job_def()):
+        for config in configs:
+            dg.validate_run_config(job, config)
+    quoted = " ".join(next(body for kind, body in blocks if kind == "text").split())
+    with pytest.raises(dg.DagsterInvariantViolationError) as refused:
+        defs.resolve_job_def("publish_mixed").execute_in_process(
+            run_config={"ops": {"mixed__newest": {"config": {"dry_run": True}}}})
+    assert str(refused.value).replace("mixed__newest", "reports__newest") == quoted
