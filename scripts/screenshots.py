@@ -44,7 +44,9 @@ and takes PNG screenshots with headless Chromium (Debian's ``chromium``) of
   step 4 (the bundles it holds, and ``2026-06-09``, never published);
 - ``dagster-source-partitions-after-prune.png``: the source's Partitions tab at the same moment;
 - ``dagster-prune-events.png``: the archive's Events tab: the prune's observations of the bundles
-  it removed (their partitions ended, their history stays).
+  it removed (their partitions ended, their history stays);
+- ``dagster-launchpad.png``: the launchpad of ``publish_reports_daily``: the run settings once,
+  ``resources.publish.config`` with their defaults, for both of its graphs (issue 37).
 
 Chromium runs through playwright-core (npm, installed into a temporary directory on first use,
 ``executablePath=/usr/bin/chromium``), because the UI is a single-page app that keeps polling:
@@ -306,6 +308,9 @@ def publish_and_reissue(url: str, work: Path, home: Path, out: Path) -> list[dic
         # the fixed destination: unpartitioned, materialized with the newest bundle (2026-06-08), checks 3/3
         {"url": page(url, LATEST), "path": str(out / "dagster-latest.png"), "height": 1350,
          "waitFor": ["Latest check results", "publish_new"]},
+        # the job's launchpad: the run settings scaffolded once, with their defaults
+        {"url": f"{url}/locations/distributor/jobs/{JOB}/playground", "path": str(out / "dagster-launchpad.png"),
+         "height": 700, "waitFor": ["dry_run", "republish"]},
     ]
 
 
