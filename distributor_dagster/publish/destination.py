@@ -4,7 +4,9 @@ It plans every bundle the destination gets (without the lock), publishes it unde
 destination lock (which re-plans and records both actions when they differ, resolutions B1),
 turns the outcome into asset events (:mod:`.events`) and then evaluates the destination's checks
 on the paths the run targeted (:mod:`distributor_dagster.checks`). It claims the concurrency pool
-of its destination root, so a run of one destination (or one partition) holds that root only.
+of its destination root (its node's tag ``dagster/concurrency_key``: one op definition serves
+every destination of the code location), so a run of one destination (or one partition) holds
+that root only.
 
 A partitioned destination logs one event per bundle partition and one check evaluation per
 partition; an unpartitioned one yields its materialization (one per run) and check results as
