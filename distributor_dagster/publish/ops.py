@@ -110,7 +110,7 @@ def _targets(
 ) -> list[Destination]:
     """This graph's share of the run's targets (:func:`run_destinations`): those of its
     destinations this step's assets select."""
-    mine = {key for key in context.selected_asset_keys}
+    mine = set(context.selected_asset_keys)
     return [
         target.destination for target in run_destinations(context, routes, settings)
         if target.pipeline.id == route.pipeline.id and target.asset_key in mine

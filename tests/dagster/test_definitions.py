@@ -196,6 +196,32 @@ def test_upload_pipelines_get_an_upload_sensor_and_an_optional_run_config() -> N
     assert settings_fields(local.resolve_implicit_global_asset_job_def()) == fields
 
 
+def test_every_publish_graph_is_made_of_the_same_op_definitions(tmp_path: Path) -> None:
+    """Issue 37 item 4: a code location grows with its destinations, not with op definitions: the
+    graphs of every pipeline (per-bundle, fixed, upload) are nodes of one shared set, and the step
+    keys stay ``<graph>.<step>``."""
+    defs = build_definitions(REPO / "examples" / "archive-and-latest.yml")
+    pipelines = "".join(
+        f"  - id: p{i}\n    source: {{backend: local, path: src{i}}}\n    destinations:\n"
+        f"      - {{id: archive, backend: local, path: out{i}/archive}}\n"
+        f"      - {{id: latest, backend: local, path: out{i}/latest, path_mapping: {{mode: fixed}}}}\n"
+        for i in range(5)
+    )
+    many = build_definitions(write_config(tmp_path, "pipelines:\n" + pipelines))
+
+    def op_definitions(defs: dg.Definitions) -> set[str]:
+        job = defs.resolve_implicit_global_asset_job_def()
+        return {op.name for op in job.graph.iterate_op_defs() if not op.name.endswith("__observe")}
+
+    assert op_definitions(defs) == op_definitions(many) == {
+        "distributor__discover", "distributor__validate", "distributor__publish"
+    }
+    job = many.resolve_job_def("publish_p3")
+    assert {node.name: [n.name for n in node.definition.nodes_in_topological_order] for node in job.graph.nodes} == {
+        "p3": ["discover", "validate", "publish_archive"], "p3__newest": ["discover", "validate", "publish_latest"],
+    }
+
+
 def test_loading_never_touches_storage_or_the_network(tmp_path: Path) -> None:
     config = write_config(
         tmp_path,

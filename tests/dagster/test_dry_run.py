@@ -27,6 +27,7 @@ import yaml
 from distributor_core import staging as sg
 from distributor_dagster import build_definitions
 from tests.dagster.conftest import FROZEN, REPO, apply_tick, make_bundle, write_config
+from tests.dagster.reconstruct import reconstructable_job
 from tests.dagster.test_upload_sensor import TOKEN, archive, serving
 
 pytestmark = pytest.mark.dagster
@@ -299,3 +300,36 @@ def test_the_run_config_docs_dagster_md_prints_is_the_one_publish_runs_take(site
         defs.resolve_job_def("publish_mixed").execute_in_process(
             run_config={"ops": {"mixed__newest": {"config": {"dry_run": True}}}})
     assert str(refused.value).replace("mixed__newest", "reports__newest") == quoted
+
+
+def test_a_reexecution_under_other_settings_fails_rather_than_mix_them(tmp_path: Path) -> None:
+    """Re-execute from failure reuses what the parent run's ``discover`` decided: launched with
+    other settings (here a dry run after a real one) the re-executed steps refuse, and write nothing,
+    instead of half obeying each run config."""
+    config = write_config(tmp_path, """\
+        pipelines:
+          - id: mixed
+            source: {backend: local, path: src}
+            destinations:
+              - {id: archive, backend: local, path: out/archive}
+              - {id: latest, backend: local, path: out/latest, path_mapping: {mode: fixed}}
+        """)
+    make_bundle(tmp_path / "src" / DAY1, "mixed.report", {"report.md": "# one\n"})
+    stray = tmp_path / "out" / "archive" / DAY1 / "report.md"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("not published by distributor\n")
+    with dg.instance_for_test() as instance:
+        with dg.execute_job(reconstructable_job(config, "publish_mixed"), instance) as first:
+            assert not first.success  # archive refuses the unmanaged file; latest publishes
+            failed_run = first.run_id
+        stray.unlink()
+        with dg.execute_job(
+            reconstructable_job(config, "publish_mixed"), instance, run_config=DRY,
+            reexecution_options=dg.ReexecutionOptions.from_failure(failed_run, instance),
+        ) as again:
+            assert not again.success
+            (failure,) = [e for e in again.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "mixed.publish_archive"
+    assert ("this run's settings (dry_run=True, force=False, republish=False) differ from those its discover step "
+            "decided with (dry_run=False") in failure.event_specific_data.error.message
+    assert sorted(p.name for p in (tmp_path / "out" / "archive" / DAY1).iterdir()) == []
