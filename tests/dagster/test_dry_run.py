@@ -139,8 +139,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
         for pipeline in ("bundles", "latest", "mixed"):
             day(root, pipeline, DAY2, 1)
         stage_upload(root, config, instance, 1)
-        for pipeline in ("bundles", "mixed"):
-            instance.add_dynamic_partitions(f"{pipeline}__bundles", [DAY2])
+        for pipeline in ("bundles", "mixed"):  # what the watch sensor's tick adds: a partition of the
+            for partitions in ("bundles", "published"):  # source and of the destinations
+                instance.add_dynamic_partitions(f"{pipeline}__{partitions}", [DAY2])
     assert (root / "out" / "mixed" / "latest" / "report.md").read_text() == f"# mixed {DAY1}\n\nText.\n"
     return Site(root, home, config, cursors)
 
