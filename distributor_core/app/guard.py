@@ -15,7 +15,7 @@ import msgspec
 
 from distributor_core import paths as lp
 from distributor_core.execute.journal import Recovery, recover
-from distributor_core.execute.lock import DEFAULT_WAIT, DestinationLock
+from distributor_core.execute.lock import DEFAULT_LEASE, DEFAULT_WAIT, DestinationLock
 from distributor_core.state import StateDocument, parse_state_document
 from distributor_core.storage.base import Entry, Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
@@ -30,8 +30,8 @@ class LoadedState(msgspec.Struct, frozen=True):
 
 
 class Guard(msgspec.Struct):
-    """What entering a bundle path produced: the held lock (``None`` in dry runs), the recovery
-    that ran, and warnings for the report."""
+    """What entering a bundle path produced: the storage to write through (fenced by the lock),
+    the held lock (``None`` in dry runs), the recovery that ran, and warnings for the report."""
 
     storage: Storage
     bundle_path: str
@@ -116,15 +116,18 @@ def enter_bundle(
     dry_run: bool,
     holder: str,
     lock_wait: float = DEFAULT_WAIT,
+    lock_lease: float = DEFAULT_LEASE,
     require_state: bool = True,
 ) -> Iterator[Guard]:
-    """Dry run: no lock, no recovery. Otherwise hold the lock and recover first.
+    """Dry run: no lock, no recovery. Otherwise hold the lock and recover first; the guard's
+    ``storage`` writes only while the lock is held (:meth:`DestinationLock.fenced`).
     ``require_state=False`` (adoption into a bundle path without state) skips the state check."""
     if dry_run:
         yield Guard(storage, bundle_path, warnings=_journal_warning(storage, bundle_path))
         return
     if require_state:
         stat_state(storage, bundle_path)
-    with DestinationLock(storage, bundle_path, holder=holder, wait=lock_wait) as lock:
-        recovery = recover(storage, bundle_path, deep_sweep=lock.broke_stale)
-        yield Guard(storage, bundle_path, lock=lock, recovery=recovery)
+    with DestinationLock(storage, bundle_path, holder=holder, wait=lock_wait, lease=lock_lease) as lock:
+        fenced = lock.fenced()
+        recovery = recover(fenced, bundle_path, deep_sweep=lock.broke_stale, grant=lock.lease.grant)
+        yield Guard(fenced, bundle_path, lock=lock, recovery=recovery)

@@ -251,6 +251,7 @@ def publish_to(
         holder=options.holder or default_holder("run"),
         progress=on_progress if events is not None else None,
         lock_wait=options.lock_wait,
+        lock_lease=destination.lock_lease.total_seconds(),
     )
     entry = action_entry(pipeline, destination, bundle, outcome)
     entry.refusal = outcome_refusal(destination, target, outcome)

@@ -176,7 +176,7 @@ def reconcile_bundle(
         data = marshal_state(repaired)  # validates first
         guard.ensure_held()
         revision = loaded.revision if loaded is not None else ""  # "": there must still be none
-        storage.write_bytes(lp.state_path(bundle_path), data, overwrite=True, if_revision=revision)
+        guard.storage.write_bytes(lp.state_path(bundle_path), data, overwrite=True, if_revision=revision)
         report.changed = True
         return report
 

@@ -22,6 +22,7 @@ from distributor_core.config.fields import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KNOWN_HOSTS_FILE,
+    DEFAULT_LOCK_LEASE,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
@@ -276,6 +277,7 @@ def _destination(raw: Tree, base_dir: Path) -> Tree:
             }
         },
         "takeover": {"mode": raw.get("takeover", {}).get("mode") or "same_pipeline"},
+        "lock_lease": raw.get("lock_lease", parse_duration(DEFAULT_LOCK_LEASE)),
         "dagster": _dagster(raw.get("dagster", {})),
         "transfer": {name: transfer.get(name) or choices[0] for name, choices in TRANSFER_CHOICES.items()},
     }

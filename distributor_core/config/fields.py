@@ -66,6 +66,7 @@ DEFAULT_MAX_FAILED_BYTES_PER_TOKEN = "1GB"
 DEFAULT_SSH_PORT = 22
 DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
 DEFAULT_S3_REGION = "us-east-1"
+DEFAULT_LOCK_LEASE = "60s"
 
 
 class Kind(enum.Enum):
@@ -411,6 +412,13 @@ DESTINATION_FIELDS = _table(
                 ),
             ),
         ),
+    ),
+    lock_lease=Field(
+        Kind.DURATION,
+        "how long a writer's destination lock lasts without renewal (renewed every quarter of it): another "
+        "writer that sees it unchanged this long takes it over (at once when its process on the same host is "
+        "gone); a writer stalled longer loses the lock and writes nothing more",
+        default=DEFAULT_LOCK_LEASE,
     ),
     takeover=Field(
         Kind.MAPPING,

@@ -335,6 +335,8 @@ class Destination(_Model, kw_only=True):
     takeover: TakeoverPolicy = TakeoverPolicy()
     transfer: TransferPolicy = TransferPolicy()
     dagster: DagsterAssets = DagsterAssets()
+    #: the destination lock's lease: unchanged this long, another writer takes it over
+    lock_lease: timedelta = timedelta(seconds=60)
 
     @property
     def backend(self) -> Literal["local", "ssh", "s3"]:

@@ -288,6 +288,8 @@ def _destination(
     _choice(destination["reconciliation"]["mode"], RECONCILIATION_MODES, f"{context}.reconciliation.mode", errs)
     _retention(destination["retention"]["prune"], f"{context}.retention", errs)
     _choice(destination["takeover"]["mode"], TAKEOVER_MODES, f"{context}.takeover.mode", errs)
+    if destination["lock_lease"].total_seconds() <= 0:
+        errs.append(f"{context}.lock_lease must be greater than zero")
     for name, choices in TRANSFER_CHOICES.items():
         _choice(destination["transfer"][name], choices, f"{context}.transfer.{name}", errs)
 

@@ -13,6 +13,11 @@
 Any failure before the state is written rolls the attempt back from the journal: backups are
 restored, files this attempt placed are removed, temporaries are deleted. A failure after it
 leaves the journal for the next writer to roll forward; the publication itself stands.
+
+Under a destination lock every write goes through :meth:`DestinationLock.fenced`: a writer that
+lost the lock (it stalled past its lease and another writer took over) stops at its next storage
+call, its state write re-reads the lock first, and it then puts back only what it did itself
+(:func:`journal.abandon`), never its successor's files.
 """
 
 from __future__ import annotations
@@ -155,8 +160,10 @@ def _possibly_existing(plan: Plan) -> set[str]:
     return recorded
 
 
-def _settle(destination: Storage, journal: jr.Journal, committed: set[str]) -> jr.Recovery | None:
+def _settle(destination: Storage, journal: jr.Journal, committed: set[str], *, lost: bool) -> jr.Recovery | None:
     try:
+        if lost:
+            return jr.abandon(destination, journal, committed=committed)
         return jr.finish(destination, journal, committed=committed)
     except Exception:
         return None
@@ -183,6 +190,7 @@ def execute_plan(
             f"{lp.STATE_FILE_NAME} conditionally (the storage does not declare conditional_writes)"
         )
     bundle = plan.bundle_path
+    raw, destination = destination, lock.fenced(destination) if lock is not None else destination
     state = build_state(plan, now=now, version=version)
     state_bytes = marshal_state(state)
     state_path = lp.state_path(bundle)
@@ -212,6 +220,7 @@ def execute_plan(
         deletes=deletes,
         holder=holder,
         now=now,
+        grant=lock.lease.grant if lock is not None else ("", 0),
     )
     result = ExecutionResult(plan=plan, state_path=state_path)
     counts = Progress(files_total=len(steps), bytes_total=sum(s.output.size for s in steps))
@@ -266,8 +275,6 @@ def execute_plan(
         else:
             committed.update(s.final for s in steps)
             run_writes([(s, s.final) for s in steps], staged=False)
-        if lock is not None:
-            lock.ensure_held()
         destination.write_bytes(
             state_path,
             state_bytes,
@@ -277,7 +284,7 @@ def execute_plan(
     except BaseException as failure:
         # The state file decides: if it holds the new state (an ambiguous failure after the
         # write landed) the publication stands and is rolled forward, otherwise it is undone.
-        settled = _settle(destination, journal, committed)
+        settled = _settle(raw, journal, committed, lost=lock is not None and not lock.still_held())
         if settled is None or settled.direction != "forward":
             raise failure
         delete_set = set(deletes)

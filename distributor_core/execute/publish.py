@@ -95,7 +95,7 @@ def publish(
         with DestinationLock(
             destination, bundle_path, holder=who, wait=lock_wait, lease=lock_lease, clock=clock
         ) as lock:
-            recovery = recover(destination, bundle_path, deep_sweep=lock.broke_stale)
+            recovery = recover(lock.fenced(), bundle_path, deep_sweep=lock.broke_stale, grant=lock.lease.grant)
             plan = build_plan(request)
             if on_plan is not None:
                 on_plan(plan)

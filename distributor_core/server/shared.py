@@ -6,12 +6,13 @@ state that matters lives in this process: an upload is received and extracted in
 process's private scratch directory, then the validated bundle is streamed to the store and the
 upload admitted there (:class:`~distributor_core.staging.objectstore.ObjectStagingStore`):
 
-1. the idempotency key entry, created with ``If-None-Match: *``: the one admission of a
-   ``(token, key)`` scope, whichever replica got the request (a second replica answers the
-   replay, or ``409 key in flight`` while the first is still admitting);
-2. the bundle, file by file (multipart parts of bounded size, sizes and digests checked);
-3. the pending marker, then the record (``If-None-Match``): the upload is accepted once the
-   record exists, and only then is ``202`` answered.
+1. the bundle, file by file (multipart parts of bounded size, sizes and digests checked);
+2. the idempotency key claim (the core's lease, created with ``If-None-Match: *``): the one
+   admission of a ``(token, key)`` scope, whichever replica got the request (a second replica
+   answers the replay, or ``409 key in flight`` while the first is still admitting);
+3. the record (``If-None-Match``), the key claim settled (a compare-and-swap that fails when
+   another replica took the claim over meanwhile: the record is removed again and the request
+   answered as the winner's replay), then the pending marker: only then is ``202`` answered.
 
 Status reads go to the store, so ``GET /runs/<id>`` answers on any replica. Statuses change by
 compare-and-swap on the record's ETag. Admission order is time-ordered numbers, no shared counter
@@ -33,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from distributor_core import staging as sg
+from distributor_core.app.run_options import RunOptions
 from distributor_core.bundle import MANIFEST_NAME, Manifest, manifest_to_obj
 from distributor_core.config import Config, Environment, UploadGrant, UploadTokenTable
-from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
-from distributor_core.execute.lock import pid_alive
+from distributor_core.lease import pid_alive
 from distributor_core.server import errors
 from distributor_core.server.archive import extract_bundle
 from distributor_core.server.pathroom import PathRoom
@@ -62,14 +63,12 @@ log = logging.getLogger("distributor.server")
 SCRATCH_PREFIX = "serve-"
 #: scratch directories made by this process (its services' own, never swept by another of them)
 _MADE_HERE: set[Path] = set()
-#: seconds a publication waits beyond a destination lock's lease (see ``lock_wait``)
-LOCK_WAIT_MARGIN = 10.0
 #: longest S3 object key; a staged file whose key would be longer is refused at upload
 MAX_KEY_LENGTH = 1024
 
 
 @dataclass
-class _SharedPipeline:
+class SharedPipeline:
     uploads: SharedUploadStore
     scratch: Path
     max_upload_size: int
@@ -104,14 +103,13 @@ class SharedUploadService:
         self.suffix = suffix
         self.lookup_dagster_run = lookup_dagster_run
         self.http = config.server.http
-        self.pipelines: dict[str, _SharedPipeline] = {}
+        self.pipelines: dict[str, SharedPipeline] = {}
         self.scratch: Path | None = None
         self.token_share = self.http.queue_share(len(config.upload_tokens))
         self.redactions = sg.host_redactions(config)
-        #: a publication waits out a destination lock's whole lease: one taken over from a replica
-        #: that died while writing a destination finds that replica's lock, which a replica on
-        #: another host cannot tell is dead, so it can only wait for it to expire
-        self.lock_wait = DESTINATION_LOCK_LEASE + LOCK_WAIT_MARGIN
+        #: how long a publication waits for a destination lock another writer renews (a dead
+        #: writer's lock, which stops changing, is waited out until it expires)
+        self.lock_wait = RunOptions().lock_wait
         self._lock = threading.Lock()
         #: requests being received and the idempotency scopes they hold (under ``_lock``)
         self._requests = Reservations()
@@ -152,7 +150,7 @@ class SharedUploadService:
                     raise errors.ServerSetupError(
                         f"server.http.staging_root {uploads.display} cannot be used: {exc}"
                     ) from None
-                self.pipelines[pipeline.id] = _SharedPipeline(
+                self.pipelines[pipeline.id] = SharedPipeline(
                     uploads, scratch, pipeline.source.max_upload_size,  # type: ignore[union-attr]
                     PathRoom.of(pipeline, scratch),
                 )
@@ -202,7 +200,7 @@ class SharedUploadService:
         """``max_failed_bytes_per_token`` and ``max_failed_bytes`` over the failed uploads of the
         whole store whose bundle is still staged (:func:`~distributor_core.staging.over_quota`):
         the bundle is removed, the record stays and its error says which quota removed it."""
-        kept: list[tuple[sg.KeptBundle, _SharedPipeline]] = []
+        kept: list[tuple[sg.KeptBundle, SharedPipeline]] = []
         for pipeline in self.pipelines.values():
             for record in pipeline.store.failed_with_bundle():
                 if record.finished_at is None:
@@ -318,23 +316,27 @@ class SharedUploadService:
             if time.monotonic() - started > self.http.retention.total_seconds() / 2:
                 # expiry removes a bundle without a record once it is older than the retention
                 raise StoreConflict("streaming the bundle to the staging store took too long")
-            since: float | None = None
+            claim = None
             if ticket.key is not None:
-                claim = store.claim_key(ticket.token_id, ticket.key, run_id)
-                if not claim.claimed:
+                taken = store.claim_key(ticket.token_id, ticket.key, run_id)
+                if not taken.claimed:
                     store.storage.delete_prefix(store.bundle_prefix(run_id), prune_empty_dirs=False)
-                    return self._answer_taken(store, claim.holder, identity, ticket.key, claim.record)
-                since = claim.since
+                    return self._answer_taken(store, taken.holder, identity, ticket.key, taken.record)
+                claim = taken.lease
             record = sg.UploadRecord(
                 run_id=run_id, seq=store.next_number(), pipeline_id=ticket.pipeline_id, token_id=ticket.token_id,
                 idempotency_key=ticket.key, manifest=identity, response=response, status=sg.ACCEPTED,
                 accepted_at=now,
             )
-            store.admit(record, since=since)
+            store.admit(record, claim=claim)
         except errors.UploadRejected:
             raise
         except BaseException as exc:
             self._undo(store, run_id, ticket)
+            if isinstance(exc, StoreConflict) and ticket.key is not None:
+                holder = store.key_holder(ticket.token_id, ticket.key)
+                if holder is not None and holder != run_id:  # another admission won the key: its replay
+                    return self._answer_taken(store, holder, identity, ticket.key)
             if isinstance(exc, StoreConflict):
                 raise errors.UploadRejected(503, f"upload not accepted: {exc}", retryable=True) from None
             raise
@@ -360,6 +362,7 @@ class SharedUploadService:
         if record is None:
             raise errors.key_in_flight()
         if record.manifest == identity and record.idempotency_key == key:
+            store.ensure_marker(record)  # its admission may have died before making it visible
             return Accepted(dict(record.response), True)
         raise errors.key_conflict()
 
@@ -370,7 +373,7 @@ class SharedUploadService:
             store.storage.delete_prefix(store.bundle_prefix(run_id), prune_empty_dirs=False)
             if ticket.key is not None:
                 store.release_key(ticket.token_id, ticket.key, run_id)
-        except Exception as exc:  # an orphaned key entry is taken over after abandon_after
+        except Exception as exc:  # an orphaned key claim is taken over after abandon_after
             log.warning("distributor: could not remove the partial admission %s: %s", run_id, exc)
 
     # ------------------------------------------------------------------ records and status

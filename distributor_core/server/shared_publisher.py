@@ -4,11 +4,14 @@ Every replica runs ``max_concurrency`` workers. A worker takes a pipeline's next
 store under a lease (:meth:`~distributor_core.staging.objectstore.ObjectStagingStore.claim_next`
 with ``in_order``: only a pipeline's first unfinished upload may be taken, so a pipeline publishes
 one upload at a time, in admission order, whichever replica publishes it), renews the lease every
-third of ``server.http.publication_lease`` while it publishes (:class:`~.leases.LeaseKeeper`),
-then records the outcome. A replica killed mid-publication stops renewing; once the lease has
-expired another replica takes the upload over (``running`` → ``running``) and publishes it again
-from the staged bundle, which the destination's state record makes a skip when the first attempt
-had already completed. A worker whose lease was taken over does not report its outcome.
+quarter of ``server.http.publication_lease`` while it publishes (the core's one lease and renew
+loop, :mod:`distributor_core.lease`), then records the outcome, fenced: the record is written only
+if the lease is still its own right before. A replica killed mid-publication stops renewing; once
+another replica has seen its lease unchanged for ``publication_lease`` (on its own monotonic
+clock; at once when the dead replica ran on the same host), it takes the upload over
+(``running`` → ``running``) and publishes it again from the staged bundle, which the
+destination's state record makes a skip when the first attempt had already completed. A worker
+whose lease was taken over does not report its outcome.
 
 Pipelines take turns: a worker tries them round robin, starting after the pipeline it served
 last. It sleeps when nothing was there to take, until an upload is admitted on this replica (the
@@ -29,9 +32,9 @@ import threading
 import time
 
 from distributor_core import staging as sg
+from distributor_core.lease import Lease, LeaseLost
 from distributor_core.server.publisher import PublishFunction, publication_error, publish_staged_upload
-from distributor_core.server.shared import SharedUploadService
-from distributor_core.staging.leases import LeaseKeeper
+from distributor_core.server.shared import SharedPipeline, SharedUploadService
 from distributor_core.storage import StorageError
 
 log = logging.getLogger("distributor.server")
@@ -103,33 +106,31 @@ class SharedPublisher:
     def _take_one(self, owner: str) -> bool:
         pipelines = list(self.service.pipelines.items())
         start = next(self._turn) % max(1, len(pipelines))
-        for pipeline_id, pipeline in pipelines[start:] + pipelines[:start]:
+        for _pipeline_id, pipeline in pipelines[start:] + pipelines[:start]:
             if self.stopping:
                 return False
             claimed = pipeline.store.claim_next(owner, self.lease, in_order=True)
             if claimed is None:
                 continue
             lease, started = claimed
-            self._run(pipeline_id, started.record, LeaseKeeper(pipeline.store, lease, self.lease))
+            self._run(pipeline, started.record, lease)
             return True
         return False
 
-    def _run(self, pipeline_id: str, record: sg.UploadRecord, keeper: LeaseKeeper) -> None:
+    def _run(self, pipeline: SharedPipeline, record: sg.UploadRecord, lease: Lease) -> None:
         service = self.service
-        uploads = service.upload_store(pipeline_id)
         report: object = None
         error = ""
-        with keeper:
+        with lease.kept():
             try:
                 report = self.publish(service, record)
             except Exception as exc:
                 error = publication_error(exc)
-        if keeper.lost:
+        try:
+            pipeline.uploads.mark_finished(record.run_id, report=report, error=error, clock=service.clock,
+                                           redact=service.redactions, fence=lease.check)
+        except LeaseLost:
             log.warning("distributor: the publication lease of upload %s was taken over; its outcome is "
                         "left to the replica that holds it", record.run_id)
-            return
-        try:
-            uploads.mark_finished(record.run_id, report=report, error=error, clock=service.clock,
-                                  redact=service.redactions)
         except (StorageError, sg.RecordError, sg.StatusTransitionError) as exc:
             log.warning("distributor: could not record the outcome of upload %s: %s", record.run_id, exc)

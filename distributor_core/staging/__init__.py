@@ -12,8 +12,9 @@ path: lock, sweep, place and settle admissions, retire (:mod:`.area`).
 Shared staging for several ``serve`` replicas (issue 29): :mod:`.objectstore` (records, keys,
 bundles and pending markers in an object store, every change a conditional write), admission
 numbers without a shared counter (:mod:`.ordering`) and the uploads sensor's cursor over it
-(:mod:`.pending`), publication leases (:mod:`.leases`); :mod:`.store` is the one interface
-publishers and the Dagster side use over either kind of staging.
+(:mod:`.pending`); its key claims and publication leases are the core's one lease
+(:mod:`distributor_core.lease`). :mod:`.store` is the one interface publishers and the Dagster
+side use over either kind of staging.
 
 Must not know: HTTP, FastAPI, uvicorn or Dagster. It depends only on the config models, the JSON
 and time helpers of the core, and (:mod:`.objectstore`) the storage protocol.

@@ -8,19 +8,23 @@ shared counter. One store per pipeline, rooted at its own prefix::
                                       every later change a compare-and-swap on its ETag (If-Match)
     bundles/<run id>/<bundle path>    the validated bundle, streamed file by file (multipart parts
                                       of bounded size); removed when the upload succeeds
-    keys/<token id>/<sha256 of key>   "<run id>\\n", created with If-None-Match: the one admission
-                                      of an idempotency scope, whichever replica gets the request
-    pending/<number>.<run id>         empty; written before the record and removed once the upload
-                                      finished: the listing of unfinished uploads (:mod:`.pending`)
+    keys/<token id>/<sha256 of key>   a lease record (:mod:`distributor_core.lease`) held by the
+                                      admitting run, created with If-None-Match, settled ``done``
+                                      once its record exists: the one admission of an idempotency
+                                      scope, whichever replica gets the request
+    pending/<number>.<run id>         written after the record, removed once the upload finished:
+                                      the listing of unfinished uploads (:mod:`.pending`); holds
+                                      the inline publisher's lease (empty: free)
 
 Admission (:meth:`ObjectStagingStore.put_bundle`, :meth:`claim_key`, :meth:`admit`): the
-bundle first, then the key entry, the marker and last the record, so the key is held only for
-three small writes however long the bundle took. The upload is accepted once its record exists;
-a crash before that leaves at most a bundle, a key entry and a marker without a record: the key is
-taken over and the marker removed once they are ``abandon_after`` old, the bundle by
-:meth:`expire` once it is older than the retention. An admission that took longer than half of
-``abandon_after`` since it claimed its key gives up before writing its record, so a key is never
-taken over from an admission that still completes.
+bundle first, then the key claim, the record, the claim settled (a compare-and-swap: it fails
+when the claim was taken over meanwhile, and the record is removed again) and last the marker,
+which makes the upload visible to publishers; only then is it accepted. A claim without a
+record is taken over once another replica has seen it unchanged for ``abandon_after`` on its own
+monotonic clock (or at once when its process on the same host is gone); a marker without a
+record is removed the same way. Bundles without a record are removed by :meth:`expire` once
+older than the retention, and so are unfinished records of admissions that died between their
+record and their marker (no ``202`` was sent for them).
 
 Status changes go through the transition table (:mod:`.status`) and are compare-and-swap on the
 record's revision: two replicas that both try to start the same upload cannot both succeed.
@@ -28,16 +32,17 @@ record's revision: two replicas that both try to start the same upload cannot bo
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from distributor_core.lease import Act, Lease, LeaseLost, Observer, RecordState
+from distributor_core.lease import parse_record as parse_lease_record
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.layout import RecordError
-from distributor_core.staging.leases import DEFAULT_LEASE, Lease, LeaseLost, held_by_other, lease_bytes
 from distributor_core.staging.ordering import AdmissionClock, marker_name, parse_marker
 from distributor_core.staging.pending import PendingCursor, PendingScan
 from distributor_core.staging.records import MAX_RECORD_SIZE, UploadRecord, parse_record, record_bytes
@@ -68,6 +73,9 @@ KEYS = "keys"
 PENDING = "pending"
 #: default time after which an admission without its record is considered dead
 DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
+#: default lease of an inline publication (``server.http.publication_lease``)
+DEFAULT_LEASE = timedelta(seconds=60)
+_GRANTED = (Act.CREATE, Act.TAKE, Act.KEEP)
 #: read-modify-write attempts of an unconditional update before giving up
 MAX_UPDATE_ATTEMPTS = 20
 _KEY_ENTRY_SIZE = 4096
@@ -89,14 +97,14 @@ class Versioned:
 
 @dataclass(frozen=True)
 class KeyClaim:
-    """The result of :meth:`ObjectStagingStore.claim_key`: ``claimed`` by this admission (with
-    ``since``, the monotonic time of the claim), or held by ``holder`` whose ``record`` exists
-    (a replay or a conflict) or does not yet (an admission in flight: answer 409)."""
+    """The result of :meth:`ObjectStagingStore.claim_key`: ``claimed`` by this admission (its
+    ``lease``, settled by :meth:`ObjectStagingStore.admit`), or held by ``holder`` whose settled
+    ``record`` exists (a replay or a conflict) or is not settled yet (in flight: answer 409)."""
 
     claimed: bool
     holder: str
     record: UploadRecord | None = None
-    since: float = 0.0
+    lease: Lease | None = None
 
 
 class ObjectStagingStore:
@@ -110,7 +118,7 @@ class ObjectStagingStore:
         clock: AdmissionClock | None = None,
         abandon_after: timedelta = DEFAULT_ABANDON_AFTER,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
+        observer: Observer | None = None,
     ) -> None:
         missing = {Feature.CONDITIONAL_WRITES, Feature.EXCLUSIVE_CREATE, Feature.REVISIONS} - storage.capabilities.flags
         if missing:
@@ -121,7 +129,8 @@ class ObjectStagingStore:
         self.clock = clock or AdmissionClock()
         self.abandon_after = abandon_after
         self._now = now
-        self._monotonic = monotonic
+        #: how long this process has seen each key claim, lease and marker unchanged
+        self.observer = observer or Observer()
 
     # ------------------------------------------------------------------ names
 
@@ -147,45 +156,36 @@ class ObjectStagingStore:
 
     def claim_key(self, token_id: str, key: str, run_id: str) -> KeyClaim:
         """Make ``run_id`` the one admission of the scope ``(token, key)`` in this pipeline, or
-        say who holds it. A holder without a record that is ``abandon_after`` old died before
-        its upload was accepted: its entry is taken over (compare-and-swap on its revision)."""
+        say who holds it. A claim not settled for ``abandon_after`` (seen unchanged that long by
+        this process) belongs to an admission that died before its record: it is taken over."""
         path = self.key_path(token_id, key_sha256(key))
-        data = f"{run_id}\n".encode()
         for _ in range(MAX_UPDATE_ATTEMPTS):
-            since = self._monotonic()
-            try:
-                self.storage.write_bytes(path, data, overwrite=False)
-                return KeyClaim(True, run_id, since=since)
-            except StorageError as exc:
-                if not is_already_exists(exc):
-                    raise
-            found = self._read_small(path)
-            if found is None:
-                continue  # removed meanwhile (expired): try to create it again
-            text, entry_version, written = found
-            holder = text.decode("utf-8", "replace").strip()
-            record = self.read(holder) if is_run_id(holder) else None
-            if record is not None:
-                return KeyClaim(False, holder, record.record)
-            if written is not None and self._now() - written < self.abandon_after:
-                return KeyClaim(False, holder)
-            try:  # the holder's admission is dead: take the scope over
-                self.storage.write_bytes(path, data, overwrite=True, if_revision=entry_version)
-                return KeyClaim(True, run_id, since=self._monotonic())
-            except StorageError as exc:
-                if not is_conflict(exc):
-                    raise
+            lease = self._lease(path, run_id, self.abandon_after, f"idempotency key claim of upload {run_id}")
+            act = lease.try_acquire()
+            if act in _GRANTED:
+                return KeyClaim(True, run_id, lease=lease)
+            holder = lease.found.holder if lease.found is not None else ""
+            if act == Act.WAIT:
+                if lease.found is not None:
+                    return KeyClaim(False, holder)
+                continue  # created or removed by another replica meanwhile: look again
+            found = self.read(holder) if is_run_id(holder) else None
+            if found is not None:
+                return KeyClaim(False, holder, found.record)
+            self.release_key(token_id, key, holder)  # settled for a record that is gone (expired)
         raise StoreConflict(f"idempotency key of upload {run_id} kept changing; try again")
 
     def key_holder(self, token_id: str, key: str) -> str | None:
+        """The run id a scope was settled for (``None`` when free or still being admitted)."""
         found = self._read_small(self.key_path(token_id, key_sha256(key)))
-        return found[0].decode("utf-8", "replace").strip() if found is not None else None
+        record = parse_lease_record(found[0]) if found is not None else None
+        return record.holder if record is not None and record.state == RecordState.DONE else None
 
     def release_key(self, token_id: str, key: str, run_id: str) -> None:
         """Remove the scope's entry if it still names ``run_id`` (a refused or expired upload)."""
         path = self.key_path(token_id, key_sha256(key))
         found = self._read_small(path)
-        if found is None or found[0].decode("utf-8", "replace").strip() != run_id:
+        if found is None or parse_lease_record(found[0]).holder != run_id:
             return
         self._delete(path)
 
@@ -215,29 +215,47 @@ class ObjectStagingStore:
             total += entry.size
         return total
 
-    def admit(self, record: UploadRecord, *, since: float | None = None) -> Versioned:
+    def admit(self, record: UploadRecord, *, claim: Lease | None = None) -> Versioned:
         """Make ``record`` (status ``accepted``, ``seq`` from :meth:`next_number`) the accepted
-        upload: its pending marker, then the record itself (created with If-None-Match).
-
-        ``since`` is the monotonic time its key was claimed: an admission slower than half of
-        ``abandon_after`` gives up (:class:`StoreConflict`) rather than race a takeover of its
-        key. A record that already exists under that run id is a :class:`StoreConflict` too
-        (the caller picks another run id)."""
+        upload: the record (created with If-None-Match), then its key ``claim`` settled, then
+        its pending marker. A claim taken over meanwhile (this admission was slower than
+        ``abandon_after``) removes the record again: :class:`StoreConflict`, as does a record that
+        already exists under that run id (the caller picks another run id)."""
         if record.status != ACCEPTED:
             raise RecordError(f"upload {record.run_id} must be admitted as accepted, not {record.status}")
-        marker = f"{PENDING}/{marker_name(record.seq, record.run_id)}"
-        self.storage.write_bytes(marker, b"", overwrite=True)
-        if since is not None and self._monotonic() - since > self.abandon_after.total_seconds() / 2:
-            self._delete(marker)
-            raise StoreConflict(f"admission of upload {record.run_id} took too long; its key may be taken over")
+        path = self.record_path(record.run_id)
         try:
-            entry = self.storage.write_bytes(self.record_path(record.run_id), record_bytes(record), overwrite=False)
+            if claim is not None:
+                claim.ensure()
+            entry = self.storage.write_bytes(path, record_bytes(record), overwrite=False)
+        except LeaseLost:
+            raise StoreConflict(f"the idempotency key of upload {record.run_id} was taken over") from None
         except StorageError as exc:
-            self._delete(marker)
             if is_already_exists(exc):
                 raise StoreConflict(f"upload record {record.run_id} already exists") from None
             raise
-        return Versioned(record, self._written_revision(self.record_path(record.run_id), entry))
+        try:
+            if claim is not None:
+                claim.settle(RecordState.DONE)
+            self.storage.write_bytes(f"{PENDING}/{marker_name(record.seq, record.run_id)}", b"", overwrite=True)
+        except BaseException as exc:
+            self._delete(path)
+            if isinstance(exc, LeaseLost):
+                raise StoreConflict(f"the idempotency key of upload {record.run_id} was taken over while its "
+                                    "record was written") from None
+            raise
+        return Versioned(record, self._written_revision(path, entry))
+
+    def ensure_marker(self, record: UploadRecord) -> None:
+        """Write the pending marker of an ``accepted`` upload if it is missing (an admission that
+        died between its record and its marker, found again by a replay of its key)."""
+        if record.status != ACCEPTED:
+            return
+        try:
+            self.storage.write_bytes(f"{PENDING}/{marker_name(record.seq, record.run_id)}", b"", overwrite=False)
+        except StorageError as exc:
+            if not is_already_exists(exc):
+                raise
 
     # ------------------------------------------------------------------ records
 
@@ -253,8 +271,10 @@ class ObjectStagingStore:
             raise RecordError(f"upload record {run_id} names run {record.run_id}")
         return Versioned(record, version)
 
-    def transition(self, run_id: str, *, expect: Versioned | None = None, **changes: Any) -> Versioned:
-        """Apply ``changes`` (record fields) as a compare-and-swap.
+    def transition(self, run_id: str, *, expect: Versioned | None = None, fence: Callable[[], None] | None = None,
+                   **changes: Any) -> Versioned:
+        """Apply ``changes`` (record fields) as a compare-and-swap; ``fence`` (a publication
+        lease's check) is called right before each write and stops it when the lease was lost.
 
         With ``expect`` (a record as read) exactly one attempt is made from that revision: when
         another replica changed the record first, :class:`StoreConflict` (e.g. two replicas
@@ -270,6 +290,8 @@ class ObjectStagingStore:
                 changes["status"] = UploadStatus(changes["status"])
                 check_transition(run_id, current.record.status, changes["status"])
             record = replace(current.record, **changes)
+            if fence is not None:
+                fence()
             try:
                 entry = self.storage.write_bytes(
                     self.record_path(run_id), record_bytes(record), overwrite=True, if_revision=current.version
@@ -366,7 +388,7 @@ class ObjectStagingStore:
                 scan.errors.append((run_id, str(exc)))
                 continue
             if versioned is None:
-                if entry.mtime is not None and self._now() - entry.mtime >= self.abandon_after:
+                if self.observer.age(entry.path, (entry.revision or "").encode()) >= self.abandon_after.total_seconds():
                     self._delete(entry.path)
                     scan.abandoned.append(run_id)
                 continue
@@ -402,69 +424,38 @@ class ObjectStagingStore:
     def claim(
         self, run_id: str, owner: str, duration: timedelta = DEFAULT_LEASE, *, marker: str | None = None
     ) -> tuple[Lease, Versioned] | None:
-        """Lease the publication of ``run_id`` and mark it ``running``; ``None`` when another
-        replica holds a live lease, the upload finished, or another replica won either write.
-        An expired lease is taken over (the record goes ``running`` → ``running``)."""
+        """Lease the publication of ``run_id`` (its pending marker) and mark it ``running``;
+        ``None`` when another replica holds a live lease, the upload finished, or another replica
+        won either write. An expired lease is taken over (``running`` → ``running``)."""
         current = self.read(run_id)
         if current is None or current.record.status in FINISHED_STATUSES:
             return None
         path = marker or f"{PENDING}/{marker_name(current.record.seq, run_id)}"
-        found = self._read_small(path)
-        if found is None:
+        lease = self._lease(path, owner, duration, f"publication lease of upload {run_id}")
+        if lease.try_acquire() not in _GRANTED:
             return None
-        data, version, _ = found
-        now = self._now()
-        if held_by_other(data, owner, now):
-            return None
-        until = now + duration
-        try:
-            entry = self.storage.write_bytes(path, lease_bytes(owner, until), overwrite=True, if_revision=version)
-        except StorageError as exc:
-            if is_conflict(exc) or is_not_found(exc):
-                return None
-            raise
-        lease = Lease(run_id, owner, until, path, self._written_revision(path, entry))
         # the record as it is now: finished meanwhile (its marker is removed right after), or
         # changed by a replica that raced us before the lease: give the lease back
         latest = self.read(run_id)
-        if latest is None or latest.record.status in FINISHED_STATUSES:
-            self.release(lease)
-            return None
         try:
-            started = self.transition(run_id, expect=latest, status=RUNNING, started_at=_whole_seconds(now),
-                                      finished_at=None, error="", report=None)
-        except StoreConflict:
-            self.release(lease)
+            if latest is None or latest.record.status in FINISHED_STATUSES:
+                raise StoreConflict(f"upload {run_id} finished meanwhile")
+            started = self.transition(run_id, expect=latest, fence=lease.check, status=RUNNING,
+                                      started_at=_whole_seconds(self._now()), finished_at=None, error="", report=None)
+        except (StoreConflict, LeaseLost):
+            with contextlib.suppress(StorageError):
+                lease.settle(RecordState.FREE)
             return None
         return lease, started
-
-    def renew(self, lease: Lease, duration: timedelta = DEFAULT_LEASE) -> Lease:
-        """Extend a held lease; :class:`~.leases.LeaseLost` when it was lost (expired and taken
-        over, or the upload finished): the publication must then not report its result."""
-        until = self._now() + duration
-        try:
-            entry = self.storage.write_bytes(lease.marker, lease_bytes(lease.owner, until), overwrite=True,
-                                             if_revision=lease.version)
-        except StorageError as exc:
-            if is_conflict(exc) or is_not_found(exc):
-                raise LeaseLost(f"the publication lease of upload {lease.run_id} was lost") from None
-            raise
-        return replace(lease, until=until, version=self._written_revision(lease.marker, entry))
-
-    def release(self, lease: Lease) -> None:
-        """Give a lease back without finishing (the marker becomes free again, if still ours)."""
-        try:
-            self.storage.write_bytes(lease.marker, b"", overwrite=True, if_revision=lease.version)
-        except StorageError as exc:
-            if not (is_conflict(exc) or is_not_found(exc)):
-                raise
 
     # ------------------------------------------------------------------ expiry
 
     def expire(self, retention: timedelta) -> list[str]:
         """Remove finished records older than ``retention`` with their key entries and bundles,
         and the bundles of admissions that died before their record was written, once older
-        than ``retention`` (an admission may still be streaming a large bundle before that).
+        than ``retention`` (an admission may still be streaming a large bundle before that), and
+        ``accepted`` records that never got their pending marker (the admission died or lost its
+        key claim after writing its record: no ``202`` was sent, no publisher sees it).
 
         A record can only be due when its run id's time (when its admission began) is older
         than ``retention``, so one listing of ``records/`` and ``bundles/`` and a read of those
@@ -472,6 +463,7 @@ class ObjectStagingStore:
         now = self._now()
         expired: list[str] = []
         names = self._run_ids(RECORDS, suffix=".json")
+        pending: set[str] | None = None
         for run_id in names:
             if not _older_than(run_id, retention, now):
                 continue
@@ -479,9 +471,11 @@ class ObjectStagingStore:
             if versioned is None:
                 continue
             record = versioned.record
-            if record.status not in FINISHED_STATUSES or record.finished_at is None:
-                continue
-            if record.finished_at + retention > now:
+            if record.status == ACCEPTED:
+                pending = set(self.pending_run_ids()) if pending is None else pending
+                if run_id in pending:
+                    continue
+            elif record.status not in FINISHED_STATUSES or not _due(record.finished_at, retention, now):
                 continue
             if record.idempotency_key is not None:
                 self.release_key(record.token_id, record.idempotency_key, record.run_id)
@@ -526,6 +520,10 @@ class ObjectStagingStore:
 
     # ------------------------------------------------------------------ helpers
 
+    def _lease(self, path: str, holder: str, length: timedelta, name: str) -> Lease:
+        return Lease(self.storage, path, holder=holder, length=length.total_seconds(), name=name,
+                     observer=self.observer, now=self._now)
+
     def _read_small(self, path: str, limit: int = _KEY_ENTRY_SIZE) -> tuple[bytes, str, datetime | None] | None:
         """``(content, revision, last modified)`` of a small object, ``None`` when it is missing.
         The revision is taken first (see :meth:`read`)."""
@@ -560,6 +558,10 @@ def _older_than(run_id: str, age: timedelta, now: datetime) -> bool:
     if not stamp:
         return False
     return now - datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) >= age
+
+
+def _due(finished_at: datetime | None, retention: timedelta, now: datetime) -> bool:
+    return finished_at is not None and finished_at + retention <= now
 
 
 def _whole_seconds(value: datetime) -> datetime:

@@ -15,7 +15,7 @@ a record through the status table. Two implementations:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -185,7 +185,10 @@ class SharedUploadStore:
         return self.store.transition(run_id, **rc.running_changes(dagster_run_id=dagster_run_id, clock=clock)).record
 
     def mark_finished(self, run_id: str, *, report: Any = None, error: str = "", dagster_run_id: str | None = None,
-                      clock: Clock | None = None, redact: Iterable[tuple[str, str]] = ()) -> rc.UploadRecord:
+                      clock: Clock | None = None, redact: Iterable[tuple[str, str]] = (),
+                      fence: Callable[[], None] | None = None) -> rc.UploadRecord:
+        """As :meth:`UploadStore.mark_finished`; ``fence`` (the inline publisher's lease check)
+        runs right before the record is written: a publisher that lost its lease writes nothing."""
         pairs = [*redact, (f"{self.display}/{self.store.bundle_prefix(run_id)}", "<upload>"),
                  (self.display, "<staging>")]
         if self.scratch is not None:
@@ -193,7 +196,7 @@ class SharedUploadStore:
         current = self.read(run_id)
         changes = rc.finished_changes(current, report=report, error=error, dagster_run_id=dagster_run_id,
                                       clock=clock, redact=pairs)
-        return self.store.transition(run_id, **changes).record
+        return self.store.transition(run_id, fence=fence, **changes).record
 
     def hand_back(self, run_id: str) -> rc.UploadRecord:
         return self.store.transition(run_id, status=ACCEPTED, started_at=None).record
