@@ -208,7 +208,7 @@ class Lease:
             else:
                 entry = self._write(data, overwrite=True, if_revision=revision)
         except StorageError as exc:
-            if exc.kind in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS, ErrorKind.NOT_FOUND):
+            if exc.kind in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS):
                 if self.record is not None and grant.state == RecordState.HELD and not create:
                     self._lose()  # our own record changed under a renewal: taken over
                 raise _Raced() from exc
@@ -222,7 +222,12 @@ class Lease:
         """Compare-and-swap by rename: move the record aside (one mover wins), check it is
         ``expected``, link ``data`` in without clobbering; a wrong one is put back."""
         grave = lp.sibling_temp_path(self.path)
-        self.storage.rename(self.path, grave, overwrite=True)
+        try:
+            self.storage.rename(self.path, grave, overwrite=True)
+        except StorageError as exc:
+            if exc.kind != ErrorKind.NOT_FOUND:
+                raise
+            raise StorageError("lease", self.storage.backend, self.path, ErrorKind.CONFLICT, "record gone") from exc
         try:
             moved = self.storage.read_bytes(grave, max_size=_MAX_RECORD)
             if moved != expected:
@@ -239,7 +244,7 @@ class Lease:
             try:
                 return self.storage.write_bytes(self.path, data, overwrite=overwrite, if_revision=if_revision)
             except StorageError as exc:  # a temporary swept by a holder's recovery: write it again
-                if exc.kind != ErrorKind.NOT_FOUND or if_revision is not None or attempt == _VANISHED_RETRIES:
+                if exc.kind != ErrorKind.NOT_FOUND or attempt == _VANISHED_RETRIES:
                     raise
         raise AssertionError("unreachable")
 
@@ -272,9 +277,9 @@ class Lease:
             if act == Act.WAIT and self.found is None and on_refused is not None:
                 on_refused()  # a refused create without a record to read
             current = self.seen
-            if time.monotonic() >= deadline and (act == Act.SETTLED or watched not in (None, current)):
-                raise self.busy()
             if time.monotonic() >= deadline:
+                if act == Act.SETTLED or current is None or watched not in (None, current):
+                    raise self.busy()
                 watched = current
             time.sleep(delay)
             delay = min(delay * 2, 1.0, max(0.05, self.length / 8))

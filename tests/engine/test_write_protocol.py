@@ -22,12 +22,14 @@ from distributor_core.bundle import BundleFile, BundlePathError, ManifestError, 
 from distributor_core.execute import journal as jr
 from distributor_core.execute.lock import DestinationLock
 from distributor_core.execute.statebuild import build_state
+from distributor_core.lease import LeaseRecord
 from distributor_core.plan.model import Action
 from distributor_core.source import validate_source_bundle
 from distributor_core.state import marshal_state
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import format_seconds
 
+from ..lockholder import held_lock
 from .conftest import CREATED, HOUR, LATER, NOW, REPORT, SUMMARY, Env, digest, manifest_for
 
 TEMP_RE = re.compile(r"\.distributor-tmp-[0-9a-f]{16}")
@@ -92,8 +94,9 @@ def test_protocol_order_and_journal_contents(env: Env, hooked):
         if op == "write" and path == "bundle/.distributor.json":
             seen_journal.append(jsonfmt.loads_object(env.read("bundle/.distributor.pending.json")))
             lock = jsonfmt.loads_object(env.read("bundle/.distributor.lock"))
-            assert list(lock)[:5] == ["holder", "host", "pid", "acquired_at", "expires_at"]
-            assert lock["holder"] == "tester"
+            assert lock["holder"] == "tester" and lock["pid"] == os.getpid() and lock["lease_seconds"] == 60
+            assert (lock["epoch"], lock["generation"]) == (seen_journal[-1]["lease_epoch"], 1)
+            assert seen_journal[-1]["lease_generation"] == 1
 
     hooked.hook = hook
     outcome = env.publish(env.request(manifest, dst=hooked), holder="tester")
@@ -309,31 +312,35 @@ def test_recovery_sweeps_nested_temporaries_but_not_nested_bundles(env: Env):
 
 
 def _lock_bytes(holder: str, *, host: str, pid: int, acquired, expires) -> bytes:
+    """A lock as an earlier release wrote it (wall-clock ``expires_at``, no lease length)."""
     return jsonfmt.dumps_indented_bytes({
         "holder": holder, "host": host, "pid": pid,
         "acquired_at": format_seconds(acquired), "expires_at": format_seconds(expires), "token": "f" * 16,
     })
 
 
+def _record(holder: str, *, host: str, lease: float, generation: int = 4) -> bytes:
+    """A lock as this release writes it, by a writer that then stopped renewing it."""
+    return LeaseRecord(holder=holder, host=host, pid=1, epoch="0badcafe", generation=generation,
+                       lease_seconds=lease, acquired_at="2026-06-04T11:59:00Z").to_bytes()
+
+
 def test_held_lock_makes_a_publish_wait_then_fail(env: Env):
     manifest = env.source()
-    lock = _lock_bytes("other writer", host=socket.gethostname(), pid=os.getpid(),
-                       acquired=NOW - timedelta(minutes=1), expires=NOW + timedelta(minutes=1))
-    env.put("bundle/.distributor.lock", lock)
-    started = time.monotonic()
-    outcome = env.publish(env.request(manifest), lock_wait=0.4)
-    waited = time.monotonic() - started
+    with held_lock(env.dst, "bundle", holder="other writer", clock=lambda: NOW - timedelta(minutes=1)):
+        started = time.monotonic()
+        outcome = env.publish(env.request(manifest), lock_wait=0.4)
+        waited = time.monotonic() - started
     assert outcome.status == "failed"
     assert outcome.error == (
         f"destination {env.dst.root_display}/bundle is locked by other writer since 2026-06-04T11:59:00Z"
     )
     assert waited >= 0.4
-    assert env.read("bundle/.distributor.lock") == lock
-    assert env.files() == {"bundle/.distributor.lock": lock}
+    assert env.files() == {}
 
 
 def test_lock_conflict_is_a_storage_conflict(env: Env):
-    with DestinationLock(env.dst, "bundle", holder="first", wait=0.1, clock=lambda: NOW, renew=False):
+    with held_lock(env.dst, "bundle", holder="first", clock=lambda: NOW):
         second = DestinationLock(env.dst, "bundle", holder="second", wait=0.2, clock=lambda: NOW)
         with pytest.raises(StorageError) as info:
             second.acquire()
@@ -342,12 +349,13 @@ def test_lock_conflict_is_a_storage_conflict(env: Env):
     assert not env.exists("bundle/.distributor.lock")
 
 
-def test_lock_of_another_live_host_is_respected(env: Env):
+def test_lock_of_another_live_host_is_respected_whatever_its_clock_says(env: Env):
+    """The holder's wall clock is ten minutes behind: the times it writes say nothing to others."""
     manifest = env.source()
-    env.put("bundle/.distributor.lock", _lock_bytes("remote", host="some-other-host", pid=1,
-                                                   acquired=NOW, expires=NOW + timedelta(minutes=2)))
-    outcome = env.publish(env.request(manifest), lock_wait=0.2)
-    assert outcome.error.endswith("is locked by remote since 2026-06-04T12:00:00Z")
+    with held_lock(env.dst, "bundle", holder="remote", host="some-other-host",
+                   clock=lambda: NOW - timedelta(minutes=10)):
+        outcome = env.publish(env.request(manifest), lock_wait=0.2)
+    assert outcome.error.endswith("is locked by remote since 2026-06-04T11:50:00Z")
 
 
 def test_publish_waits_for_a_lock_to_be_released(env: Env):
@@ -370,25 +378,42 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_lock_of_a_dead_process_on_this_host_is_broken(env: Env):
+def test_lock_of_a_dead_process_on_this_host_is_broken_at_once(env: Env):
     manifest = env.source()
     env.put("bundle/.distributor.lock", _lock_bytes("crashed", host=socket.gethostname(), pid=_dead_pid(),
                                                    acquired=NOW, expires=NOW + timedelta(minutes=2)))
     env.put("bundle/deep/.distributor-tmp-00000000000000d1", b"left by the dead writer")
-    outcome = env.publish(env.request(manifest), lock_wait=0.5)
+    outcome = env.publish(env.request(manifest), lock_wait=0.5, lock_lease=600)
     assert outcome.status == "completed"
     assert not env.exists("bundle/deep/.distributor-tmp-00000000000000d1")
     env.assert_consistent()
 
 
-def test_expired_lock_is_broken(env: Env):
+def test_a_lock_that_stopped_changing_is_taken_over_after_its_lease_seen_here(env: Env):
+    """Its holder on another host stopped renewing: the lock is taken over once this writer has
+    seen it unchanged for the lease the lock states, past the lock wait, and the next generation
+    of the lock is this writer's."""
     manifest = env.source()
-    env.put("bundle/.distributor.lock", _lock_bytes("slow", host="some-other-host", pid=1,
-                                                   acquired=NOW - timedelta(minutes=5),
-                                                   expires=NOW - timedelta(seconds=1)))
-    outcome = env.publish(env.request(manifest), lock_wait=0.5)
+    env.put("bundle/.distributor.lock", _record("slow", host="some-other-host", lease=0.6))
+    started = time.monotonic()
+    outcome = env.publish(env.request(manifest), lock_wait=0.1)
+    assert time.monotonic() - started >= 0.6
     assert outcome.status == "completed"
     assert not env.exists("bundle/.distributor.lock")
+    env.assert_consistent()
+
+
+def test_a_lock_whose_wall_clock_expiry_passed_is_not_taken_over_before_its_lease(env: Env):
+    """An earlier release's lock says it expired (its ``expires_at`` is an hour ago by this host's
+    clock): that is a comparison of two hosts' clocks, so it counts for nothing; the lock is taken
+    over only once it has stayed unchanged for this writer's lease."""
+    manifest = env.source()
+    env.put("bundle/.distributor.lock", _lock_bytes("skewed", host="some-other-host", pid=1,
+                                                   acquired=NOW - timedelta(hours=2), expires=NOW - timedelta(hours=1)))
+    started = time.monotonic()
+    outcome = env.publish(env.request(manifest), lock_wait=0.1, lock_lease=0.8)
+    assert time.monotonic() - started >= 0.8
+    assert outcome.status == "completed"
     env.assert_consistent()
 
 
@@ -406,7 +431,7 @@ def test_lost_lock_aborts_before_the_state_write(env: Env, hooked):
     manifest = env.source({"report.md": REPORT, "summary.txt": SUMMARY})
     env.seed_single_owner({"report.md": b"old"})
     before = env.files()
-    stolen = _lock_bytes("thief", host="elsewhere", pid=1, acquired=NOW, expires=NOW + timedelta(minutes=2))
+    stolen = _record("thief", host="elsewhere", lease=60, generation=2)
 
     def hook(op, path, **kw):
         if op == "rename" and kw["dst"] == "bundle/summary.txt":
@@ -416,8 +441,24 @@ def test_lost_lock_aborts_before_the_state_write(env: Env, hooked):
     hooked.hook = hook
     outcome = env.publish(env.request(manifest, dst=hooked), lock_lease=0.2)
     assert outcome.status == "failed"
-    assert outcome.error == f"destination {env.dst.root_display}/bundle lock was taken over by another writer"
+    assert outcome.error == f"destination {env.dst.root_display}/bundle lock was taken over by another writer (thief)"
     assert env.files() == {**before, "bundle/.distributor.lock": stolen}
+
+
+def test_recovery_never_settles_the_journal_of_a_newer_lock_holder(env: Env):
+    """A writer that lost its lock finds its successor's journal (same lock, later generation):
+    it stops with the lost lock and leaves the journal and every file to that successor."""
+    crash = Crash(env).temps()
+    newer = jr.new_journal("bundle", state_bytes=crash.state_bytes, writes=[crash.report, crash.new],
+                           deletes=[], holder="successor", now=NOW, grant=("0badcafe", 9))
+    env.put("bundle/.distributor.pending.json", newer.to_bytes())
+    env.put("bundle/.distributor.lock", _record("writer", host=socket.gethostname(), lease=60, generation=8))
+    before = env.files()
+    lock = DestinationLock(env.dst, "bundle", holder="writer", wait=0)
+    lock.lease.record = LeaseRecord(epoch="0badcafe", generation=8)  # the grant this writer held
+    with pytest.raises(StorageError, match="intent journal of a newer lock holder"):
+        jr.recover(lock.fenced(), "bundle", grant=lock.lease.grant)
+    assert env.files() == before
 
 
 # --------------------------------------------------------------------------- reserved names

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ import pytest
 
 from distributor_core import paths as lp
 from distributor_core.execute import journal as jr
-from distributor_core.execute.lock import DestinationLock, LockInfo
+from distributor_core.execute.lock import DestinationLock
+from distributor_core.lease import LeaseRecord, parse_record
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.local import LocalStorage
 from tests.engine.conftest import REPORT, SUMMARY, HookedStorage, new_env
@@ -53,8 +54,7 @@ def test_lock_attempt_whose_temporary_is_swept_tries_again(tmp_path: Path) -> No
     lock = DestinationLock(storage, "", holder="contender", wait=0, renew=False)
     lock.acquire()
     assert len(storage.swept) == 2 and all(lp.basename(p).startswith(lp.TEMP_PREFIX) for p in storage.swept)
-    info = LockInfo.parse((tmp_path / lp.LOCK_NAME).read_bytes())
-    assert info is not None and info.holder == "contender"
+    assert parse_record((tmp_path / lp.LOCK_NAME).read_bytes()).holder == "contender"
     lock.release()
     assert os.listdir(tmp_path) == []
 
@@ -64,7 +64,7 @@ def test_lock_renewal_whose_temporary_is_swept_keeps_the_lock(tmp_path: Path) ->
     lock = DestinationLock(storage, "", holder="holder", wait=0, renew=False)
     lock.acquire()
     storage.times = 1
-    lock.renew()
+    lock.lease.renew()
     assert lock.lost is None and storage.swept
     assert lock.confirm()
     lock.release()
@@ -90,7 +90,8 @@ def test_writer_whose_lock_was_taken_over_reports_the_takeover(tmp_path: Path) -
     def hook(op: str, path: str, **kw: Any) -> None:
         if op == "write" and path == "bundle/.distributor.json":
             # the other writer: broke the lock, then rewrote state
-            thief = LockInfo("thief", "elsewhere", 1, now, now + timedelta(minutes=2), "0" * 16)
+            thief = LeaseRecord(holder="thief", host="elsewhere", pid=1, generation=2, lease_seconds=120,
+                                acquired_at=now.isoformat())
             env.put("bundle/.distributor.lock", thief.to_bytes())
             env.put("bundle/.distributor.json", env.read("bundle/.distributor.json") + b" ")
 

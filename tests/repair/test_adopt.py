@@ -26,12 +26,12 @@ from distributor_core.app.repair_report import ReconcileStateReport
 from distributor_core.app.run import RunOptions, run_config
 from distributor_core.bundle import build_manifest, write_manifest
 from distributor_core.config import Config, load_config
-from distributor_core.execute.lock import LockInfo
 from distributor_core.state import SharedRootState, SingleOwnerState, marshal_state, parse_state_document
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage
 from tests.bundle.conftest import make_bundle
+from tests.lockholder import held_lock
 from tests.repair.conftest import NOW, PAST
 
 REPORT = b"# Report\n\nSunny *today*.\n"
@@ -345,9 +345,7 @@ def test_adoption_waits_for_the_lock_and_fails_with_the_conflict(tmp_path: Path)
     world = make_world(tmp_path)
     world.publish_reference()
     world.hand_copy()
-    lock = LockInfo("another writer", "elsewhere", 1, PAST, NOW.replace(year=2999), "feedfacefeedface")
-    (world.dst / "daily" / lp.LOCK_NAME).write_bytes(lock.to_bytes())
-    with pytest.raises(StorageError) as info:
+    with held_lock(LocalStorage(world.dst), "daily"), pytest.raises(StorageError) as info:
         world.adopt(dry_run=False, lock_wait=0.2)
     assert info.value.kind == ErrorKind.CONFLICT
     assert not (world.dst / "daily" / lp.STATE_FILE_NAME).exists()

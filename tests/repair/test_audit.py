@@ -18,7 +18,7 @@ from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.output_check import check_outputs
 from distributor_core.app.reconcile import reconcile_state
-from distributor_core.execute.lock import LockInfo
+from distributor_core.lease import LeaseRecord
 from distributor_core.state import OutputRecord, StateError
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
@@ -185,7 +185,8 @@ def test_all_bundles_one_section_each_and_failures_do_not_stop_the_others(tmp_pa
 
 def test_warnings_for_a_writer_at_work(tmp_path: Path, dest: Dest) -> None:
     dest.put_state(single_owner_state({"a.txt": PAST}))
-    lock = LockInfo("another writer", "elsewhere", 1, PAST, NOW.replace(year=2999), "feedfacefeedface")
+    lock = LeaseRecord(holder="another writer", host="elsewhere", pid=1, epoch="feedface", generation=3,
+                       lease_seconds=0.1)
     dest.write(lp.LOCK_NAME, lock.to_bytes())
     dest.write(lp.JOURNAL_NAME, b"{}")
     report = _audit(tmp_path, dest)

@@ -15,12 +15,12 @@ from distributor_core.app.bundle_set import BundleSetReport
 from distributor_core.app.prune import PruneError, prune
 from distributor_core.app.reconcile import reconcile_state
 from distributor_core.config import Config, Environment, load_config
-from distributor_core.execute.lock import LockInfo
 from distributor_core.state import marshal_state, parse_state_document
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.factory import open_destination_storage
 from distributor_core.storage.faults import FaultInjectingStorage
+from tests.lockholder import held_lock
 from tests.repair.conftest import NOW, PAST, ago, single_owner_state
 
 PRUNE_BLOCK = "        retention:\n          prune:\n            enabled: true\n            keep_latest: 0\n"
@@ -160,9 +160,7 @@ def test_all_bundles(remote: Remote) -> None:
 
 def test_held_lock_is_a_conflict(remote: Remote) -> None:
     data = remote.put_state(single_owner_state({"old.txt": ago(72)}))
-    lock = LockInfo("another writer", "elsewhere", 1, PAST, NOW.replace(year=2999), "feedfacefeedface")
-    remote.put(lp.LOCK_NAME, lock.to_bytes())
-    with pytest.raises(StorageError) as info:
+    with held_lock(remote.storage, clock=lambda: PAST), pytest.raises(StorageError) as info:
         prune(remote.config, pipeline_id="reports", destination_id="archive", dry_run=False, now=NOW,
               environment=remote.environment, lock_wait=0.3)
     assert info.value.kind == ErrorKind.CONFLICT

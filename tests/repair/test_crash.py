@@ -12,6 +12,8 @@ A crashed process's lock names a dead pid, as a real crash leaves it; the retry 
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -220,18 +222,25 @@ def test_prune_state_restore_failing_leaves_the_journal_for_the_retry(
 
 
 def test_prune_lost_lock_stops_every_write(tmp_path: Path, fresh: Callable[[], Dest], monkeypatch) -> None:
+    """Another writer takes the lock over right after prune acquired it (as if prune had stalled
+    past its lease) and prune's renewal finds out: prune writes nothing at all."""
     from distributor_core.execute.lock import DestinationLock
+    from distributor_core.lease import LeaseRecord
+    from distributor_core.storage.errors import StorageError
 
     dest = fresh()
     before = dest.state_bytes()
     config = load(tmp_path, dest, prune=KEEP_ONE)
-    original = DestinationLock._acquired
+    original = DestinationLock.acquire
+    thief = LeaseRecord(holder="thief", host="elsewhere", pid=1, generation=9, lease_seconds=60).to_bytes()
 
-    def lose(self: DestinationLock, revision: str | None) -> None:
-        original(self, revision)
-        self.lost = "destination lock was taken over by another writer"
+    def acquire_then_lose(self: DestinationLock) -> None:
+        original(self)
+        dest.write(self.path, thief)
+        with contextlib.suppress(StorageError):
+            self.lease.renew()
 
-    monkeypatch.setattr(DestinationLock, "_acquired", lose)
+    monkeypatch.setattr(DestinationLock, "acquire", acquire_then_lose)
     with pytest.raises(Exception, match="taken over"):
         _prune_run(config)(FaultInjectingStorage(dest.storage()))
     assert dest.state_bytes() == before

@@ -7,9 +7,8 @@ is waiting.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,13 +19,15 @@ from distributor_core import paths as lp
 from distributor_core.app.prune import prune
 from distributor_core.app.reconcile import reconcile_state
 from distributor_core.bundle import Manifest, build_manifest, write_manifest
-from distributor_core.execute.lock import LockInfo
+from distributor_core.execute.lock import DestinationLock
 from distributor_core.execute.publish import publish
 from distributor_core.execute.request import PlanRequest
+from distributor_core.lease import LeaseRecord
 from distributor_core.plan.model import DestinationPolicy
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.faults import FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage
+from tests.lockholder import held_lock
 from tests.repair.conftest import NOW, PAST, Crash, Dest, bury_lock, load, single_owner_state
 
 V1 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
@@ -146,18 +147,10 @@ def test_recovery_sweeps_temporaries_of_a_writer_that_died_before_its_journal(tm
     assert dest.files() == [".distributor.json", "report.md"]  # ... but the temporary is gone
 
 
-def _hold_lock(dest: Dest, bundle: str = "") -> bytes:
-    info = LockInfo(
-        holder="distributor run (pid 1 on elsewhere)",
-        host=socket.gethostname(),
-        pid=os.getpid(),  # alive on this host: not stale
-        acquired_at=datetime(2026, 6, 8, 11, 59, tzinfo=UTC),
-        expires_at=datetime(2999, 1, 1, tzinfo=UTC),
-        token="feedfacefeedface",
-    )
-    data = info.to_bytes()
-    dest.write(lp.lock_path(bundle), data)
-    return data
+def _hold_lock(dest: Dest) -> ContextManager[DestinationLock]:
+    """A writer on another host holding the lock (and renewing it) while the test runs."""
+    return held_lock(dest.storage(), holder="distributor run (pid 1 on elsewhere)",
+                     clock=lambda: datetime(2026, 6, 8, 11, 59, tzinfo=UTC))
 
 
 Operation = Callable[..., object]
@@ -176,22 +169,23 @@ def test_held_lock_is_a_clear_conflict_after_a_short_wait(
 ) -> None:
     data = dest.put_state(single_owner_state({"report.md": PAST, "summary.txt": PAST}))
     dest.path("summary.txt").unlink()
-    lock = _hold_lock(dest)
     config = load(tmp_path, dest, prune={"enabled": True, "keep_latest": 0})
-    with pytest.raises(StorageError) as info:
+    with _hold_lock(dest) as held, pytest.raises(StorageError) as info:
         operation(config, storage=dest.storage(), now=NOW, lock_wait=0.3)
     assert info.value.kind == ErrorKind.CONFLICT
     assert str(info.value) == (
         f"destination {dest.root} is locked by distributor run (pid 1 on elsewhere) since 2026-06-08T11:59:00Z"
     )
     assert dest.state_bytes() == data
-    assert dest.read(lp.LOCK_NAME) == lock
+    assert held.lost is None  # its holder kept it all along
     assert dest.exists("report.md")
 
 
 def test_dry_runs_ignore_a_held_lock_and_leave_it(tmp_path: Path, dest: Dest) -> None:
     dest.put_state(single_owner_state({"report.md": PAST}))
-    lock = _hold_lock(dest)
+    lock = LeaseRecord(holder="distributor run (pid 1 on elsewhere)", host="elsewhere", pid=1, generation=1,
+                       lease_seconds=0.1).to_bytes()
+    dest.write(lp.LOCK_NAME, lock)
     config = load(tmp_path, dest, prune={"enabled": True, "keep_latest": 0})
     repaired = reconcile_state(config, pipeline_id="reports", destination_id="archive", dry_run=True, lock_wait=0)
     pruned = prune(config, pipeline_id="reports", destination_id="archive", dry_run=True, now=NOW, lock_wait=0)
