@@ -178,15 +178,15 @@ class Lease:
                 self._put(LeaseRecord(epoch=previous.epoch or os.urandom(4).hex(),
                                       generation=previous.generation + 1), revision, data, exclusive=True)
                 self.took_over = found in (Found.EXPIRED, Found.DEAD)
-            elif act == Act.KEEP:
+            elif act in (Act.KEEP, Act.DROP) and state is not None:
+                # the holder's own record: nobody may take it over while its grant is safe, so a
+                # compare-and-swap by revision will do; after a stall, the exclusive one
                 assert self.record is not None
-                self._put(self.record, revision, data, exclusive=time.monotonic() >= self._safe_until)
-            elif act == Act.DROP and state is None:
+                self._put(msgspec.structs.replace(self.record, state=state), revision, data,
+                          exclusive=time.monotonic() >= self._safe_until)
+            elif act == Act.DROP:
                 self.storage.delete_file(self.path)
                 self.storage.prune_empty_parents(self.path)
-            elif act == Act.DROP:
-                assert self.record is not None
-                self._put(msgspec.structs.replace(self.record, state=state), revision, data, exclusive=True)
             elif act == Act.LOST:
                 self._lose()
             return act
@@ -200,6 +200,7 @@ class Lease:
             acquired_at=grant.acquired_at or now, renewed_at=now, serial=os.urandom(4).hex())
         data = record.to_bytes()
         sent = time.monotonic()
+        _hold(None, record)  # before it is visible: this process never mistakes it for an orphan
         try:
             if create:
                 entry = self._write(data, overwrite=False)
@@ -207,13 +208,14 @@ class Lease:
                 entry = self._swap_aside(expected, data)
             else:
                 entry = self._write(data, overwrite=True, if_revision=revision)
-        except StorageError as exc:
-            if exc.kind in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS):
-                if self.record is not None and grant.state == RecordState.HELD and not create:
-                    self._lose()  # our own record changed under a renewal: taken over
-                raise _Raced() from exc
-            raise
-        _hold(self.record, record)
+        except BaseException as exc:
+            _hold(record, None)
+            if not isinstance(exc, StorageError) or exc.kind not in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS):
+                raise
+            if self.record is not None and grant.state == RecordState.HELD and not create:
+                self._lose()  # our own record changed under a renewal: taken over
+            raise _Raced() from exc
+        _hold(self.record, None)
         self.record, self._written, self.lost = record, data, None
         self._revision = entry.revision
         self._safe_until = sent + SAFE_SHARE * self.length

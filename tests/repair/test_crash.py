@@ -13,7 +13,6 @@ A crashed process's lock names a dead pid, as a real crash leaves it; the retry 
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

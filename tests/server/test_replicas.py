@@ -45,10 +45,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from distributor_core.staging.leases import parse_lease
 
 from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
 from distributor_core.staging.index import key_sha256
-from distributor_core.staging.leases import parse_lease
 from distributor_core.staging.objectstore import PENDING, ObjectStagingStore
 from distributor_core.staging.ordering import parse_marker
 from distributor_core.storage import StorageError

@@ -5,7 +5,8 @@ claiming its idempotency key, as ``serve`` answers a request), prints ``accepted
 for each admission that completed (what a ``202`` promises), then publishes: it takes unfinished
 uploads through the store's publication leases, prints ``publishing <run id>``, "publishes" by
 creating ``published/<run id>`` (If-None-Match; an existing one is printed as ``republished``),
-renews its lease while it works, and marks the upload ``succeeded``. It stops once nothing was
+renews its lease while it works (the lease's renew loop), and marks the upload ``succeeded``
+(fenced by the lease). It stops once nothing was
 left to take for ``idle`` seconds.
 """
 
@@ -17,7 +18,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from distributor_core import staging as sg
-from distributor_core.staging.leases import LeaseLost
+from distributor_core.lease import LeaseLost
 from distributor_core.staging.objectstore import ObjectStagingStore
 from distributor_core.storage import StorageError, is_already_exists
 from distributor_core.storage.s3 import S3Storage
@@ -49,7 +50,7 @@ def main(settings: dict[str, object]) -> int:
             idempotency_key=key, manifest={"id": key}, response={"run_id": run_id}, status=sg.ACCEPTED,
             accepted_at=datetime.now(UTC).replace(microsecond=0),
         )
-        store.admit(record, since=claim.since)
+        store.admit(record, claim=claim.lease)
         _say(f"accepted {run_id} {key}")
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < float(settings["idle"]):  # type: ignore[arg-type]
@@ -57,25 +58,23 @@ def main(settings: dict[str, object]) -> int:
         if claimed is None:
             time.sleep(0.2)
             continue
-        held, _ = claimed
-        _say(f"publishing {held.run_id}")
+        held, started = claimed
+        run_id = started.record.run_id
+        _say(f"publishing {run_id}")
         try:
-            storage.write_bytes(f"published/{held.run_id}", owner.encode(), overwrite=False)
+            storage.write_bytes(f"published/{run_id}", owner.encode(), overwrite=False)
         except StorageError as exc:
             if not is_already_exists(exc):
                 raise
-            _say(f"republished {held.run_id}")
-        deadline = time.monotonic() + work
-        while time.monotonic() < deadline:
-            time.sleep(min(0.2, lease.total_seconds() / 3))
-            try:
-                held = store.renew(held, lease)
-            except LeaseLost:
-                _say(f"lost {held.run_id}")
-                break
-        else:
-            store.transition(held.run_id, status=sg.SUCCEEDED, finished_at=datetime.now(UTC).replace(microsecond=0))
-            _say(f"succeeded {held.run_id}")
+            _say(f"republished {run_id}")
+        with held.kept():
+            time.sleep(work)
+        try:
+            store.transition(run_id, fence=held.check, status=sg.SUCCEEDED,
+                             finished_at=datetime.now(UTC).replace(microsecond=0))
+            _say(f"succeeded {run_id}")
+        except LeaseLost:
+            _say(f"lost {run_id}")
         idle_since = time.monotonic()
     storage.close()
     return 0

@@ -2,9 +2,11 @@
 server on 127.0.0.1 with authentication enforced, one request at a time: moto 5.2.5's conditional
 writes are not atomic under concurrent requests, S3's are) and on a local directory through the
 local storage backend. Races on one record's revision run on S3 only: the local backend checks a
-revision and then renames, which is atomic for one process, not for racing ones. Each "replica"
-is its own store object with its own connection to the store, as separate ``serve`` processes
-would have."""
+revision and then renames, which is atomic for one process, not for racing ones (the leases are
+atomic on both: a takeover renames the record aside first, one mover wins). Each "replica" is its
+own store object with its own connection to the store, as separate ``serve`` processes would have.
+Time is what a replica's own monotonic clock says (an :class:`Observer` over a hand-moved clock
+here); the wall clock a replica is given is skewed on purpose where it must not matter."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core import staging as sg
-from distributor_core.staging.leases import LeaseKeeper, LeaseLost
+from distributor_core.lease import LeaseLost, Observer, RecordState
 from distributor_core.staging.objectstore import ObjectStagingStore, StoreConflict
 from distributor_core.staging.ordering import marker_name
 from distributor_core.staging.pending import PendingCursor
@@ -103,12 +105,27 @@ def _record(store: ObjectStagingStore, n: int, *, key: str | None = None, seq: i
 
 def _admit(store: ObjectStagingStore, n: int, *, key: str | None = None) -> sg.UploadRecord:
     record = _record(store, n, key=key)
-    since = None
+    claim = None
     if key is not None:
-        claim = store.claim_key("reporter", key, record.run_id)
-        assert claim.claimed
-        since = claim.since
-    return store.admit(record, since=since).record
+        taken = store.claim_key("reporter", key, record.run_id)
+        assert taken.claimed
+        claim = taken.lease
+    return store.admit(record, claim=claim).record
+
+
+class Ticks:
+    """A replica's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _watching(case: StoreCase, ticks: Ticks, *, skew: timedelta = timedelta(0)) -> ObjectStagingStore:
+    """A replica whose monotonic clock is ``ticks`` and whose wall clock is off by ``skew``."""
+    return case.replica(observer=Observer(ticks), now=lambda: datetime.now(UTC) + skew)
 
 
 # ---------------------------------------------------------------------------- records
@@ -219,41 +236,91 @@ def test_a_key_sent_to_several_replicas_at_once_is_admitted_once(case: StoreCase
     holder = _run_id(winners[0] + 1)
     assert all(c.holder == holder and c.record is None for c in claims.values()  # type: ignore[attr-defined]
                if not c.claimed)  # type: ignore[attr-defined]
-    # once the winner's record exists, the others see it: a replay (same bundle) or a conflict
+    # once the winner's record exists and its claim is settled, the others see it: a replay (same
+    # bundle) or a conflict
     winner = replicas[winners[0]]
-    record = winner.admit(_record(winner, winners[0] + 1, key="nightly-1"))
+    record = winner.admit(_record(winner, winners[0] + 1, key="nightly-1"),
+                          claim=claims[winners[0]].lease)  # type: ignore[attr-defined]
     again = replicas[(winners[0] + 1) % len(replicas)].claim_key("reporter", "nightly-1", _run_id(77))
     assert not again.claimed and again.holder == holder and again.record == record.record
 
 
-def test_an_abandoned_key_is_taken_over_and_an_abandoned_marker_removed(case: StoreCase) -> None:
-    clock = {"now": datetime.now(UTC)}
-    dead = case.replica(now=lambda: clock["now"])
-    claim = dead.claim_key("reporter", "k", _run_id(1))
-    assert claim.claimed
-    # the dead admission got as far as its pending marker, never to its record
+@pytest.mark.parametrize("skew", [timedelta(seconds=150), timedelta(minutes=-10)], ids=["ahead-150s", "behind-10min"])
+def test_an_abandoned_key_is_taken_over_once_seen_unchanged_and_never_by_the_clock(
+    case: StoreCase, skew: timedelta
+) -> None:
+    """A dead admission's claim (and a marker without a record) are taken over and removed once
+    this replica has seen them unchanged for ``abandon_after`` on its monotonic clock, however far
+    its wall clock is off; and not a moment before."""
+    dead = case.replica()
+    ticks = Ticks()
+    alive = _watching(case, ticks, skew=skew)
+    assert dead.claim_key("reporter", "k", _run_id(1)).claimed
     dead.storage.write_bytes(f"pending/{marker_name(dead.next_number(), _run_id(1))}", b"", overwrite=True)
-    alive = case.replica(now=lambda: clock["now"])
     in_flight = alive.claim_key("reporter", "k", _run_id(2))
     assert not in_flight.claimed and in_flight.holder == _run_id(1) and in_flight.record is None
     assert alive.pending().abandoned == []
-    clock["now"] += timedelta(minutes=11)
+    ticks.t += 119.0  # abandon_after (2 minutes) not yet reached
+    assert not alive.claim_key("reporter", "k", _run_id(2)).claimed
+    assert alive.pending().abandoned == []
+    ticks.t += 2.0
     taken = alive.claim_key("reporter", "k", _run_id(2))
-    assert taken.claimed and alive.key_holder("reporter", "k") == _run_id(2)
+    assert taken.claimed and taken.lease is not None
     assert alive.pending().abandoned == [_run_id(1)]
     assert alive.pending().abandoned == []
+    alive.admit(_record(alive, 2, key="k"), claim=taken.lease)
+    assert alive.key_holder("reporter", "k") == _run_id(2)
 
 
-def test_a_slow_admission_gives_up_before_its_key_can_be_taken_over(case: StoreCase) -> None:
-    ticks = {"t": 0.0}
-    store = case.replica(monotonic=lambda: ticks["t"], abandon_after=timedelta(minutes=10))
+def test_an_admission_whose_key_was_taken_over_while_it_wrote_removes_its_record(case: StoreCase) -> None:
+    """The record write of a slow admission (a request held by the network) lands after another
+    replica took its key claim over: its claim cannot be settled, its record is removed again,
+    and the key stays the other admission's: one key, one admission, nothing left accepted."""
+    slow = case.replica()
+    ticks = Ticks()
+    fast = _watching(case, ticks)
+    mine = slow.claim_key("reporter", "k", _run_id(1))
+    assert mine.claimed
+    assert not fast.claim_key("reporter", "k", _run_id(2)).claimed
+    ticks.t += 121.0
+    theirs = fast.claim_key("reporter", "k", _run_id(2))
+    assert theirs.claimed
+    fast.admit(_record(fast, 2, key="k"), claim=theirs.lease)
+    with pytest.raises(StoreConflict, match=r"idempotency key of upload \S+ was taken over"):
+        slow.admit(_record(slow, 1, key="k"), claim=mine.lease)
+    assert slow.read(_run_id(1)) is None
+    assert [r.run_id for r in fast.records()] == [_run_id(2)]
+    assert [r.run_id for r in fast.pending().offered] == [_run_id(2)]
+    again = slow.claim_key("reporter", "k", _run_id(3))
+    assert not again.claimed and again.holder == _run_id(2) and again.record is not None
+
+
+def test_an_upload_becomes_visible_only_once_its_record_and_claim_are_settled(case: StoreCase) -> None:
+    store, sensor = case.replica(), case.replica()
     record = _record(store, 1, key="k")
     claim = store.claim_key("reporter", "k", record.run_id)
-    ticks["t"] += 301.0
-    with pytest.raises(StoreConflict, match="took too long"):
-        store.admit(record, since=claim.since)
-    assert store.read(record.run_id) is None
+    assert sensor.pending().offered == [] and sensor.key_holder("reporter", "k") is None
+    store.admit(record, claim=claim.lease)
+    assert [r.run_id for r in sensor.pending().offered] == [record.run_id]
+    assert sensor.key_holder("reporter", "k") == record.run_id
+
+
+def test_a_record_left_without_its_marker_is_published_on_replay_or_removed_after_the_retention(
+    case: StoreCase,
+) -> None:
+    """An admission that died between its record and its marker sent no 202. A replay of its key
+    finds the record and makes it visible; a record no key leads to is removed by the janitor once
+    the retention has passed."""
+    store = case.replica(now=lambda: AT + timedelta(days=2))
+    keyed = _admit(store, 1, key="k")
+    lost = _admit(store, 2)
+    for record in (keyed, lost):
+        store.storage.delete_file(f"pending/{marker_name(record.seq, record.run_id)}")
     assert store.pending().offered == []
+    store.ensure_marker(keyed)  # what the replay of "k" does before answering it
+    assert [r.run_id for r in store.pending().offered] == [keyed.run_id]
+    store.expire(timedelta(hours=24))
+    assert [r.run_id for r in store.records()] == [keyed.run_id]
 
 
 # ---------------------------------------------------------------------------- the sensor's cursor
@@ -353,7 +420,7 @@ def test_a_burst_from_three_replicas_admits_each_key_once_and_offers_each_upload
         record = _record(replica, n, key=key)
         claim = replica.claim_key("reporter", key, record.run_id)
         if claim.claimed:
-            replica.admit(record, since=claim.since)
+            replica.admit(record, claim=claim.lease)
             with lock:
                 admitted.append(record.run_id)
         with lock:
@@ -395,8 +462,9 @@ def test_racing_replicas_each_take_different_uploads_and_all_get_taken(s3_case: 
             lease, started = claimed
             assert started.record.status == sg.RUNNING
             with lock:
-                taken.setdefault(lease.run_id, []).append(lease.owner)
-            replicas[index].transition(lease.run_id, status=sg.SUCCEEDED, finished_at=AT)
+                taken.setdefault(started.record.run_id, []).append(lease.holder)
+            replicas[index].transition(started.record.run_id, fence=lease.check, status=sg.SUCCEEDED,
+                                       finished_at=AT)
 
     threads = [threading.Thread(target=publish, args=(i,)) for i in range(len(replicas))]
     for thread in threads:
@@ -408,24 +476,32 @@ def test_racing_replicas_each_take_different_uploads_and_all_get_taken(s3_case: 
     assert replicas[1].unfinished() == []
 
 
-def test_a_dead_replicas_publication_is_taken_over_once_its_lease_expires(case: StoreCase) -> None:
-    clock = {"now": datetime.now(UTC).replace(microsecond=0)}
-    dead = case.replica(now=lambda: clock["now"])
-    alive = case.replica(now=lambda: clock["now"])
+@pytest.mark.parametrize("skew", [timedelta(seconds=-150), timedelta(minutes=10)], ids=["behind-150s", "ahead-10min"])
+def test_a_dead_replicas_publication_is_taken_over_once_its_lease_was_seen_unchanged(
+    case: StoreCase, skew: timedelta
+) -> None:
+    dead = case.replica()
+    ticks = Ticks()
+    alive = _watching(case, ticks, skew=skew)
     record = _admit(dead, 1)
     lease, _ = dead.claim_next("dead", timedelta(seconds=60))  # type: ignore[misc]
     assert alive.claim_next("alive", timedelta(seconds=60)) is None  # the lease is live
-    clock["now"] += timedelta(seconds=30)
-    lease = dead.renew(lease, timedelta(seconds=60))  # renewed: lives until +90 s
-    clock["now"] += timedelta(seconds=45)
+    ticks.t += 45
+    lease.renew()  # a renewal is a change: the observation starts again
     assert alive.claim_next("alive") is None
-    clock["now"] += timedelta(seconds=46)  # the dead replica stopped renewing: expired
+    ticks.t += 59
+    assert alive.claim_next("alive") is None
+    ticks.t += 2  # 61 s without a change: the dead replica stopped renewing
     taken = alive.claim_next("alive", timedelta(seconds=60))
-    assert taken is not None and taken[0].run_id == record.run_id
+    assert taken is not None and taken[1].record.run_id == record.run_id
     assert taken[1].record.status == sg.RUNNING
-    with pytest.raises(LeaseLost, match=r"lease of upload \S+ was lost"):
-        dead.renew(lease)
-    alive.transition(record.run_id, status=sg.SUCCEEDED, finished_at=AT)
+    assert taken[0].grant[1] == lease.grant[1] + 1  # the next generation
+    with pytest.raises(LeaseLost, match=r"publication lease of upload \S+ was taken over"):
+        lease.renew()
+    with pytest.raises(LeaseLost):  # a fenced record write: the dead replica's outcome is not recorded
+        dead.transition(record.run_id, fence=lease.check, status=sg.FAILED, finished_at=AT, error="late")
+    alive.transition(record.run_id, fence=taken[0].check, status=sg.SUCCEEDED, finished_at=AT)
+    assert alive.read(record.run_id).record.status == sg.SUCCEEDED  # type: ignore[union-attr]
     assert alive.claim_next("alive") is None and dead.claim_next("dead") is None
 
 
@@ -435,35 +511,31 @@ def test_a_released_lease_is_free_and_dagster_runs_and_finished_uploads_are_left
     one.transition(first.run_id, status=sg.RUNNING, dagster_run_id="dagster-1")
     one.transition(second.run_id, status=sg.FAILED, finished_at=AT, error="boom")
     lease, started = one.claim_next("one")  # type: ignore[misc]
-    assert lease.run_id == third.run_id and started.record.status == sg.RUNNING
+    assert started.record.run_id == third.run_id and started.record.status == sg.RUNNING
     assert two.claim_next("two") is None
-    one.release(lease)
+    lease.settle(RecordState.FREE)
     again = two.claim_next("two")
-    assert again is not None and again[0].run_id == third.run_id
+    assert again is not None and again[1].record.run_id == third.run_id
 
 
-def test_a_lease_keeper_keeps_the_upload_and_says_when_it_was_lost(case: StoreCase) -> None:
-    clock = {"now": datetime.now(UTC).replace(microsecond=0)}
-    holder = case.replica(now=lambda: clock["now"])
-    other = case.replica(now=lambda: clock["now"])
+def test_the_renew_loop_keeps_the_upload_and_says_when_it_was_lost(case: StoreCase) -> None:
+    holder, other = case.replica(), case.replica()
     _admit(holder, 1)
-    lease, _ = holder.claim_next("holder", timedelta(seconds=0.3))  # type: ignore[misc]
-    with LeaseKeeper(holder, lease, timedelta(seconds=0.3)) as keeper:
-        for _ in range(50):  # renewals move the lease's end forward with the clock
-            clock["now"] += timedelta(seconds=0.05)
-            if keeper.lease.until > lease.until:
-                break
-            threading.Event().wait(0.1)
-        assert keeper.lease.until > lease.until and not keeper.lost
-        assert other.claim_next("other") is None
-    clock["now"] += timedelta(seconds=5)  # no keeper any more: the lease expires
+    lease, _ = holder.claim_next("holder", timedelta(seconds=0.4))  # type: ignore[misc]
+    with lease.kept():
+        for _ in range(4):  # a second and a half: the lease would have expired four times over
+            threading.Event().wait(0.4)
+            assert other.claim_next("other") is None
+    assert lease.lost is None
+    assert other.claim_next("other") is None  # first sight of the last renewal
+    threading.Event().wait(0.5)
     assert other.claim_next("other", timedelta(seconds=60)) is not None
-    with LeaseKeeper(holder, keeper.lease, timedelta(seconds=0.3)) as late:
+    with lease.kept():
         for _ in range(50):
-            if late.lost:
+            if lease.lost:
                 break
             threading.Event().wait(0.1)
-    assert late.lost
+    assert lease.lost and "publication lease of upload" in lease.lost
 
 
 def test_the_bundle_of_an_admission_killed_before_its_record_is_swept_after_the_retention(
