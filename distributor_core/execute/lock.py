@@ -44,6 +44,14 @@ class DestinationLock:
         self._renewing = contextlib.ExitStack()
 
     @property
+    def holder(self) -> str:
+        return self.lease.holder
+
+    @property
+    def held(self) -> bool:
+        return self.lease.held
+
+    @property
     def broke_stale(self) -> bool:
         """Whether the lock was taken over from a holder that expired or died."""
         return self.lease.took_over

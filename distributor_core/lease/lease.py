@@ -261,15 +261,18 @@ class Lease:
     def try_acquire(self) -> Act:
         """One attempt: ``CREATE``/``TAKE``/``KEEP`` (granted), ``WAIT`` or ``SETTLED`` (see
         :attr:`found`)."""
-        try:
-            return self._step(Op.ACQUIRE)
-        except _Raced:
-            return Act.WAIT
+        for _ in range(2):  # a lost race: look once more, at the winner's record
+            try:
+                return self._step(Op.ACQUIRE)
+            except _Raced:
+                pass
+        return Act.WAIT
 
     def acquire(self, wait: float, *, on_refused: Callable[[], None] | None = None) -> None:
-        """Wait up to ``wait`` seconds for the lease. Past ``wait`` it waits on only while the
-        record it watches stays unchanged: a live holder renews within a quarter of its lease
-        (then :class:`LeaseBusy`), a dead one does not and is taken over once expired."""
+        """Wait up to ``wait`` seconds for the lease. Past ``wait`` (unless it is 0: no wait at
+        all) it waits on only while the record it watches stays unchanged: a live holder renews
+        within a quarter of its lease (then :class:`LeaseBusy`), a dead one does not and is taken
+        over once expired."""
         deadline = time.monotonic() + wait
         delay, watched = 0.05, None
         while True:
@@ -280,7 +283,7 @@ class Lease:
                 on_refused()  # a refused create without a record to read
             current = self.seen
             if time.monotonic() >= deadline:
-                if act == Act.SETTLED or current is None or watched not in (None, current):
+                if act == Act.SETTLED or current is None or wait <= 0 or watched not in (None, current):
                     raise self.busy()
                 watched = current
             time.sleep(delay)

@@ -109,7 +109,7 @@ def shared(tmp_path: Path, moto_server: MotoServer, monkeypatch: pytest.MonkeyPa
 
 def stage(shared: Shared, store: ObjectStagingStore, index: int, *, seq: int | None = None) -> str:
     """Admit upload ``index`` (version ``index`` of bundle ``reports.daily``, ``r.md`` = ``# index``)
-    as a replica does: bundle, idempotency key, pending marker, record."""
+    as a replica does: bundle, idempotency key claim, record, claim settled, pending marker."""
     bundle = make_bundle(shared.root / f"bundle{index}", PIPELINE, {"r.md": f"# {index}\n"},
                          created=FROZEN + timedelta(minutes=index))
     manifest: dict[str, Any] = json.loads((bundle / "manifest.json").read_text())
@@ -125,7 +125,7 @@ def stage(shared: Shared, store: ObjectStagingStore, index: int, *, seq: int | N
         token_id="producer", idempotency_key=key, manifest=manifest,
         response={"run_id": run_id, "status": "accepted"}, status=sg.ACCEPTED, accepted_at=FROZEN,
     )
-    return store.admit(record, since=claim.since).record.run_id
+    return store.admit(record, claim=claim.lease).record.run_id
 
 
 def tick(defs: dg.Definitions, cursor: str | None, instance: dg.DagsterInstance) -> dg.SensorResult:

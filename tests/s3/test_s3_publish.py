@@ -19,6 +19,7 @@ from distributor_core.execute.request import PlanRequest
 from distributor_core.plan.model import DestinationPolicy
 from distributor_core.storage.local import LocalStorage
 from distributor_core.storage.s3 import S3Storage
+from tests.lockholder import held_lock
 from tests.peers.moto import MotoServer, make_s3_storage
 
 pytestmark = pytest.mark.s3
@@ -107,18 +108,15 @@ def test_publish_replace_and_locked_out(moto_server: MotoServer, destination: S3
     state = json.loads(objects["site/daily/.distributor.json"]["data"])
     assert state["source"]["manifest"]["digest"] == second.digest
 
-    # another writer holds a fresh lock: the publish fails with a conflict and writes nothing
-    lock = {
-        "holder": "other writer",
-        "host": "elsewhere",
-        "pid": 1,
-        "acquired_at": "2026-06-04T11:59:00Z",
-        "expires_at": "2099-01-01T00:00:00Z",
-    }
-    destination.write_bytes("daily/.distributor.lock", json.dumps(lock).encode(), overwrite=False)
-    before = raw_objects(moto_server, destination.bucket)
+    # another writer (on another host, renewing its lock) holds it: the publish fails with a
+    # conflict and writes nothing
     third = write_source(tmp_path / "src", {"report.md": b"# Report v3\n"}, created=NOW)
-    outcome = publish(request_for(source, destination, third), clock=lambda: NOW, version="test", lock_wait=0.3)
+    with held_lock(destination, "daily", holder="other writer", clock=lambda: NOW):
+        before = {key: value for key, value in raw_objects(moto_server, destination.bucket).items()
+                  if not key.endswith(".distributor.lock")}
+        outcome = publish(request_for(source, destination, third), clock=lambda: NOW, version="test", lock_wait=0.3)
+        after = {key: value for key, value in raw_objects(moto_server, destination.bucket).items()
+                 if not key.endswith(".distributor.lock")}
     assert outcome.status == "failed"
-    assert "is locked by other writer" in outcome.error
-    assert raw_objects(moto_server, destination.bucket) == before
+    assert "is locked by other writer since 2026-06-04T12:00:00Z" in outcome.error
+    assert after == before
