@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from distributor_core.lease import LeaseRecord
 from tests.peers.moto import MotoServer
 from tests.server.harness import Setup, write_setup
 
@@ -115,10 +116,12 @@ def write_shared_setup(
     http: dict[str, Any] | None = None,
     s3_destination: bool = False,
     max_upload_size: dict[str, str] | None = None,
+    lock_lease: float | None = None,
 ) -> SharedSetup:
     """:func:`~tests.server.harness.write_setup` on a fresh staging bucket. With
     ``s3_destination`` every pipeline's destinations become one ``s3`` destination
-    ``dest1`` in a fresh bucket with versioning on, so each write stays visible as a version."""
+    ``dest1`` in a fresh bucket with versioning on, so each write stays visible as a version.
+    ``lock_lease`` (seconds) sets every destination's ``lock_lease``."""
     bucket = moto.create_bucket()
     plain = write_setup(root, pipelines=pipelines, max_upload_size=max_upload_size, http={
         "staging_root": f"s3://{bucket}/{STAGING_PREFIX}",
@@ -126,6 +129,7 @@ def write_shared_setup(
         **(http or {}),
     })
     destination_bucket = ""
+    doc = yaml.safe_load(plain.config_path.read_text())
     if s3_destination:
         destination_bucket = moto.create_bucket()
         client = moto.client()
@@ -134,12 +138,16 @@ def write_shared_setup(
                                          VersioningConfiguration={"Status": "Enabled"})
         finally:
             client.close()
-        doc = yaml.safe_load(plain.config_path.read_text())
         for pipeline in doc["pipelines"]:
             pipeline["destinations"] = [{
                 "id": "dest1", "backend": "s3", "bucket": destination_bucket,
                 "prefix": f"{DESTINATION_PREFIX}/{pipeline['id']}", **s3_connection(moto),
             }]
+    if lock_lease is not None:
+        for pipeline in doc["pipelines"]:
+            for destination in pipeline["destinations"]:
+                destination["lock_lease"] = f"{lock_lease}s"
+    if s3_destination or lock_lease is not None:
         plain.config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return SharedSetup(
         plain.root, plain.config_path, plain.tokens, plain.destinations if not s3_destination else {},
@@ -237,11 +245,12 @@ def start_replica(setup: Setup, name: str, *args: str, env: dict[str, str] | Non
 
 
 def hold_destination_lock(setup: SharedSetup, pipeline_id: str = "reports") -> Callable[[], None]:
-    """Hold the S3 destination's lock as a process on another host would, so a publication
-    waits for it (up to 30 s) while holding its publication lease; returns the release."""
+    """Put a lock on the S3 destination as a process on another host would have left it (one
+    that stopped renewing it, with a lease of 10 minutes), so a publication waits for it while
+    holding its publication lease; returns the release."""
     key = f"{DESTINATION_PREFIX}/{pipeline_id}/.distributor.lock"
-    body = json.dumps({"holder": "test holder", "host": "elsewhere.invalid", "pid": 1,
-                       "acquired_at": "2026-01-01T00:00:00Z", "expires_at": "2099-01-01T00:00:00Z", "token": "t"})
+    body = LeaseRecord(holder="test holder", host="elsewhere.invalid", pid=1, epoch="0badcafe", generation=1,
+                       lease_seconds=600, acquired_at="2026-01-01T00:00:00Z").to_bytes().decode()
     client = setup.moto_server.client()
     try:
         client.put_object(Bucket=setup.destination_bucket, Key=key, Body=body.encode())

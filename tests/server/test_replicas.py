@@ -22,7 +22,8 @@ What must hold, as a producer and an operator see it:
   pending and no staged bundle is left behind;
 - every upload's file was written to the destination exactly once when its report says it was
   published, never when it says it skipped, the publication the killed replica held included:
-  another replica took it over once its lease (3 s here) expired and published it once;
+  another replica took it over (at once: the killed replica's process is gone from this host) and
+  published it once;
 - a request the victim was admitting when it died left only objects of its own (no record, so
   no 202 was ever sent for it: they are removed once ``abandon_after`` has passed);
 - the destination ends holding the newest upload.
@@ -45,9 +46,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from distributor_core.staging.leases import parse_lease
 
-from distributor_core.execute.lock import DEFAULT_LEASE as DESTINATION_LOCK_LEASE
+from distributor_core.lease import RecordState, parse_record
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.objectstore import PENDING, ObjectStagingStore
 from distributor_core.staging.ordering import parse_marker
@@ -72,6 +72,8 @@ VICTIM = 0
 #: 202s the victim answers before it is killed
 VICTIM_ANSWERS = 4
 LEASE = "3s"
+#: the destination lock's lease (``lock_lease``), in seconds
+LOCK_LEASE = 4
 BASE = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WRITES = {"publish_new", "replace_takeover", "replace_older"}
@@ -138,8 +140,8 @@ def _send(url: str, archive: bytes, key: str, burst: Burst) -> str | None:
 @pytest.fixture
 def cluster(tmp_path: Path, moto_serial_server: MotoServer) -> Iterator[tuple[SharedSetup, list[Replica]]]:
     """The setup, and a list the test appends its replicas to (all killed at the end)."""
-    setup = write_shared_setup(tmp_path / "site", moto_serial_server, s3_destination=True, http={
-        "queue_size": 128, "max_concurrency": 1, "publication_lease": LEASE})
+    setup = write_shared_setup(tmp_path / "site", moto_serial_server, s3_destination=True, lock_lease=LOCK_LEASE,
+                               http={"queue_size": 128, "max_concurrency": 1, "publication_lease": LEASE})
     started: list[Replica] = []
     try:
         yield setup, started
@@ -167,11 +169,11 @@ def _leases(store: ObjectStagingStore) -> dict[str, str]:
         if parsed is None:
             continue
         try:
-            lease = parse_lease(store.storage.read_bytes(entry.path, max_size=4096))
+            lease = parse_record(store.storage.read_bytes(entry.path, max_size=4096))
         except StorageError:  # finished and removed meanwhile
             continue
-        if lease is not None:
-            held[parsed[1]] = lease[0]
+        if lease.state == RecordState.HELD:
+            held[parsed[1]] = lease.holder
     return held
 
 
@@ -237,8 +239,8 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
         deadline = time.monotonic() + DEADLINE
         while burst.victim_answers < VICTIM_ANSWERS and time.monotonic() < deadline:
             time.sleep(0.01)
+        at_kill.update(_leases(store))  # just before: a survivor takes a dead replica's lease over at once
         victim.kill9()
-        at_kill.update(_leases(store))
         release_lock()
         killed.set()
 
@@ -323,7 +325,7 @@ def test_kill_9_of_one_of_three_replicas_mid_burst_loses_nothing_and_publishes_e
     # --- the destination's write history: each upload written once, and only when published
     versions = setup.destination_versions(PIPELINE)
     taken_over = {run_id for run_id, owner in at_kill.items() if _owned_by(owner, victim)}
-    assert taken_over == {first}, at_kill  # the interrupted publication, taken over after its lease expired
+    assert taken_over == {first}, at_kill  # the interrupted publication, taken over
     twice = []
     for record in records:
         name = record.idempotency_key or ""
@@ -400,8 +402,8 @@ def test_kill_9_of_a_replica_writing_a_destination_on_another_host_is_taken_over
 
     with httpx.Client(base_url=survivor.url, timeout=30) as http:
         views = {}
-        # the dead replica's destination lock expires its lease (120 s) after it last renewed it
-        deadline = time.monotonic() + DESTINATION_LOCK_LEASE + DEADLINE
+        # the dead replica's destination lock is taken over once seen unchanged for its lease
+        deadline = time.monotonic() + LOCK_LEASE + DEADLINE
         for run_id in (first, second):
             while (view := http.get(f"/runs/{run_id}", headers=AUTH).json())["status"] not in ("succeeded", "failed"):
                 assert time.monotonic() < deadline, f"{run_id} still {view['status']}; {_logs(started)}"
