@@ -4,7 +4,8 @@
 # cluster per test session, tests/peers/postgres.py; the package's own cluster is not used),
 # systemd-analyze to verify the unit files in examples/systemd, and nginx to run
 # examples/nginx/distributor-upload.conf in front of the upload server (tests/server/test_reverse_proxy.py;
-# the package's own daemon is not used).
+# the package's own daemon is not used), and faketime/libfaketime to shift one process's wall clock
+# (its monotonic clock untouched) in the lease tests (tests/reliability/test_skew.py).
 set -euo pipefail
 need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -12,6 +13,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
+compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || need+=(libfaketime)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

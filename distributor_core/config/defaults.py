@@ -110,6 +110,7 @@ def _server_http(raw: Tree, base_dir: Path) -> Tree:
         "staging_root": local_root,
         "staging_store": staging_store,
         "publication_lease": raw.get("publication_lease", parse_duration("60s")),
+        "admission_lease": raw.get("admission_lease", parse_duration("120s")),
         "max_upload_size": raw.get("max_upload_size", parse_byte_size(DEFAULT_MAX_UPLOAD_SIZE)),
         "queue_size": raw.get("queue_size", DEFAULT_QUEUE_SIZE),
         "max_concurrency": raw.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),

@@ -234,9 +234,16 @@ SERVER_HTTP_FIELDS = _table(
     publication_lease=Field(
         Kind.DURATION,
         "with an s3:// staging_root and the inline publisher: how long a replica's claim on a publication "
-        "lasts without renewal (renewed every third of it); a killed replica's publications are taken over "
-        "after it",
+        "lasts without renewal (renewed every quarter of it); another replica that sees it unchanged this long "
+        "takes the publication over",
         default="60s",
+    ),
+    admission_lease=Field(
+        Kind.DURATION,
+        "with an s3:// staging_root: how long an admission's claim on its idempotency key lasts while its "
+        "record is written; another replica that sees the claim (or a pending marker without its record) "
+        "unchanged this long takes it over (or removes it); an admission slower than that loses its key",
+        default="120s",
     ),
     staging_s3=Field(
         Kind.MAPPING,

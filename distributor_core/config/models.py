@@ -83,8 +83,11 @@ class ServerHTTP(_Model, kw_only=True):
     #: an ``s3://`` staging root (issue 29): the shared store every ``serve`` replica uses;
     #: ``staging_root`` is then this host's scratch directory for receiving uploads
     staging_store: S3Backend | None = None
-    #: the inline publisher's claim on a publication in a shared store (renewed every third)
+    #: the inline publisher's claim on a publication in a shared store (renewed every quarter)
     publication_lease: timedelta = timedelta(seconds=60)
+    #: an admission's claim on its idempotency key in a shared store (and a marker's life without
+    #: its record)
+    admission_lease: timedelta = timedelta(seconds=120)
 
     def queue_share(self, token_count: int) -> int:
         """Queue slots one token may hold: ``max_queue_per_token``, or by default half of

@@ -176,7 +176,7 @@ def _server_http(http: Tree, errs: list[str]) -> None:
     for name in ("max_upload_size", "queue_size", "max_concurrency"):
         if http[name] <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
-    for name in ("retention", "header_timeout", "body_idle_timeout", "publication_lease"):
+    for name in ("retention", "header_timeout", "body_idle_timeout", "publication_lease", "admission_lease"):
         if http[name].total_seconds() <= 0:
             errs.append(f"server.http.{name} must be greater than zero")
     for name in ("max_connections", "max_head_size"):

@@ -169,6 +169,9 @@ class Lease:
 
     def _step(self, op: Op, state: RecordState | None = RecordState.HELD) -> Act:
         with self._io:
+            quick = self._quick(op, state)
+            if quick is not None:
+                return quick
             found, revision, data = self._look()
             act = TABLE[op][found]
             if act == Act.CREATE:
@@ -191,12 +194,34 @@ class Lease:
                 self._lose()
             return act
 
+    def _quick(self, op: Op, state: RecordState | None) -> Act | None:
+        """The step without reading first where the write itself is the check: a first attempt
+        creates the record (``ABSENT``), a holder rewrites its own record by the revision it
+        wrote while its grant is safe (``MINE``). A refused write falls back to the full step."""
+        try:
+            if op == Op.ACQUIRE and self.seen is None and self.record is None:
+                self._put(LeaseRecord(epoch=os.urandom(4).hex(), generation=1), None, b"", create=True)
+                return Act.CREATE
+            if (op in (Op.RENEW, Op.SETTLE, Op.RELEASE) and state is not None and self.record is not None
+                    and self._revision and self.lost is None and time.monotonic() < self._safe_until):
+                self._put(msgspec.structs.replace(self.record, state=state), self._revision, self._written or b"")
+                return TABLE[op][Found.MINE]
+        except _Raced:
+            pass
+        return None
+
+    def peek(self) -> Found:
+        """What the record is to this holder now (:attr:`found` says whose), without acting."""
+        with self._io:
+            return self._look()[0]
+
     def _put(self, grant: LeaseRecord, revision: str | None, expected: bytes, *, create: bool = False,
              exclusive: bool = False) -> None:
         """Write ``grant`` as this holder's record in place of ``expected`` (at ``revision``)."""
         now = format_precise(self.now())
         record = msgspec.structs.replace(
-            grant, holder=self.holder, host=self.host, pid=self.pid, lease_seconds=self.length,
+            grant, holder=self.holder if grant.state != RecordState.FREE else "", host=self.host, pid=self.pid,
+            lease_seconds=self.length,
             acquired_at=grant.acquired_at or now, renewed_at=now, serial=os.urandom(4).hex())
         data = record.to_bytes()
         sent = time.monotonic()
@@ -212,8 +237,6 @@ class Lease:
             _hold(record, None)
             if not isinstance(exc, StorageError) or exc.kind not in (ErrorKind.CONFLICT, ErrorKind.ALREADY_EXISTS):
                 raise
-            if self.record is not None and grant.state == RecordState.HELD and not create:
-                self._lose()  # our own record changed under a renewal: taken over
             raise _Raced() from exc
         _hold(self.record, None)
         self.record, self._written, self.lost = record, data, None

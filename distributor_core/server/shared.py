@@ -140,7 +140,7 @@ class SharedUploadService:
         _MADE_HERE.add(self.scratch)
         try:
             for pipeline in upload_pipelines:
-                uploads = open_upload_store(pipeline, self.env)
+                uploads = open_upload_store(pipeline, self.env, admission_lease=self.http.admission_lease)
                 assert isinstance(uploads, SharedUploadStore)
                 scratch = self.scratch / pipeline.id
                 os.mkdir(scratch, 0o700)
@@ -362,7 +362,6 @@ class SharedUploadService:
         if record is None:
             raise errors.key_in_flight()
         if record.manifest == identity and record.idempotency_key == key:
-            store.ensure_marker(record)  # its admission may have died before making it visible
             return Accepted(dict(record.response), True)
         raise errors.key_conflict()
 

@@ -12,19 +12,21 @@ shared counter. One store per pipeline, rooted at its own prefix::
                                       admitting run, created with If-None-Match, settled ``done``
                                       once its record exists: the one admission of an idempotency
                                       scope, whichever replica gets the request
-    pending/<number>.<run id>         written after the record, removed once the upload finished:
-                                      the listing of unfinished uploads (:mod:`.pending`); holds
-                                      the inline publisher's lease (empty: free)
+    pending/<number>.<run id>         a lease record, removed once the upload finished: the listing
+                                      of unfinished uploads (:mod:`.pending`); held by the admission
+                                      until it is complete, then free (empty, in earlier releases),
+                                      then held by the inline publisher that publishes it
 
 Admission (:meth:`ObjectStagingStore.put_bundle`, :meth:`claim_key`, :meth:`admit`): the
-bundle first, then the key claim, the record, the claim settled (a compare-and-swap: it fails
-when the claim was taken over meanwhile, and the record is removed again) and last the marker,
-which makes the upload visible to publishers; only then is it accepted. A claim without a
-record is taken over once another replica has seen it unchanged for ``abandon_after`` on its own
-monotonic clock (or at once when its process on the same host is gone); a marker without a
-record is removed the same way. Bundles without a record are removed by :meth:`expire` once
-older than the retention, and so are unfinished records of admissions that died between their
-record and their marker (no ``202`` was sent for them).
+bundle first, then the key claim, the pending marker (held by the admission), the record, the
+key claim settled (a compare-and-swap: it fails when the claim was taken over meanwhile) and
+the marker given free; only then is the upload accepted and visible to publishers. An admission
+that another replica has seen stall for ``abandon_after`` (on that replica's monotonic clock; at
+once when its process on the same host is gone) loses its claim or its marker: its record is
+removed (by itself when it resumes, or by the replica that took the marker over, which publishes
+it instead when its key was settled: a retry of the key is answered with it). A marker without a
+record is removed the same way; bundles without a record by :meth:`expire` once older than the
+retention.
 
 Status changes go through the transition table (:mod:`.status`) and are compare-and-swap on the
 record's revision: two replicas that both try to start the same upload cannot both succeed.
@@ -39,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from distributor_core.lease import Act, Lease, LeaseLost, Observer, RecordState
+from distributor_core.lease import Act, Found, Lease, LeaseLost, Observer, RecordState
 from distributor_core.lease import parse_record as parse_lease_record
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.layout import RecordError
@@ -76,6 +78,9 @@ DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
 #: default lease of an inline publication (``server.http.publication_lease``)
 DEFAULT_LEASE = timedelta(seconds=60)
 _GRANTED = (Act.CREATE, Act.TAKE, Act.KEEP)
+_OVERDUE = (Found.EXPIRED, Found.DEAD)
+#: holder of a pending marker while its upload is being admitted
+ADMISSION = "admission of "
 #: read-modify-write attempts of an unconditional update before giving up
 MAX_UPDATE_ATTEMPTS = 20
 _KEY_ENTRY_SIZE = 4096
@@ -217,45 +222,68 @@ class ObjectStagingStore:
 
     def admit(self, record: UploadRecord, *, claim: Lease | None = None) -> Versioned:
         """Make ``record`` (status ``accepted``, ``seq`` from :meth:`next_number`) the accepted
-        upload: the record (created with If-None-Match), then its key ``claim`` settled, then
-        its pending marker. A claim taken over meanwhile (this admission was slower than
-        ``abandon_after``) removes the record again: :class:`StoreConflict`, as does a record that
-        already exists under that run id (the caller picks another run id)."""
+        upload: its pending marker, held by this admission; the record (If-None-Match); its key
+        ``claim`` settled; the marker given free to publishers. An admission slower than
+        ``abandon_after`` may have lost its key claim or its marker to another replica: its record
+        is removed again (:class:`StoreConflict`), unless its key was settled first (then another
+        replica publishes it). A record that already exists under that run id is a
+        :class:`StoreConflict` too (the caller picks another run id)."""
         if record.status != ACCEPTED:
             raise RecordError(f"upload {record.run_id} must be admitted as accepted, not {record.status}")
         path = self.record_path(record.run_id)
+        marker = self._lease(self._marker(record), f"{ADMISSION}{record.run_id}", self.abandon_after,
+                             f"pending marker of upload {record.run_id}")
+        if marker.try_acquire() not in _GRANTED:
+            raise StoreConflict(f"upload {record.run_id} is already being admitted")
+        written = settled = False
         try:
             if claim is not None:
                 claim.ensure()
-            entry = self.storage.write_bytes(path, record_bytes(record), overwrite=False)
-        except LeaseLost:
-            raise StoreConflict(f"the idempotency key of upload {record.run_id} was taken over") from None
-        except StorageError as exc:
-            if is_already_exists(exc):
-                raise StoreConflict(f"upload record {record.run_id} already exists") from None
-            raise
-        try:
+            try:
+                entry = self.storage.write_bytes(path, record_bytes(record), overwrite=False)
+            except StorageError as exc:
+                if is_already_exists(exc):
+                    raise StoreConflict(f"upload record {record.run_id} already exists") from None
+                raise
+            written = True
             if claim is not None:
                 claim.settle(RecordState.DONE)
-            self.storage.write_bytes(f"{PENDING}/{marker_name(record.seq, record.run_id)}", b"", overwrite=True)
+            settled = True
+            marker.settle(RecordState.FREE)
         except BaseException as exc:
-            self._delete(path)
+            if settled and isinstance(exc, LeaseLost):  # taken over with its key settled: published elsewhere
+                return Versioned(record, self._written_revision(path, entry))
+            if written:
+                self._delete(path)
+            marker.release()
             if isinstance(exc, LeaseLost):
-                raise StoreConflict(f"the idempotency key of upload {record.run_id} was taken over while its "
-                                    "record was written") from None
+                raise StoreConflict(f"the admission of upload {record.run_id} was taken over: {exc}") from None
             raise
         return Versioned(record, self._written_revision(path, entry))
 
-    def ensure_marker(self, record: UploadRecord) -> None:
-        """Write the pending marker of an ``accepted`` upload if it is missing (an admission that
-        died between its record and its marker, found again by a replay of its key)."""
-        if record.status != ACCEPTED:
-            return
-        try:
-            self.storage.write_bytes(f"{PENDING}/{marker_name(record.seq, record.run_id)}", b"", overwrite=False)
-        except StorageError as exc:
-            if not is_already_exists(exc):
-                raise
+    def _marker(self, record: UploadRecord) -> str:
+        return f"{PENDING}/{marker_name(record.seq, record.run_id)}"
+
+    def _admitted(self, record: UploadRecord) -> bool:
+        """Whether an admission that stopped before giving its marker free got as far as settling
+        its key (a retry of the key is answered with this upload): then it is published."""
+        key = record.idempotency_key
+        return key is not None and self.key_holder(record.token_id, key) == record.run_id
+
+    def _reclaim(self, lease: Lease, run_id: str) -> Versioned | None:
+        """``lease`` just took a pending marker over from an admission that stalled or died: its
+        upload, made visible, when the admission settled its key; otherwise (no ``202`` was sent)
+        its record and bundle are removed with the marker, and ``None``."""
+        current = self.read(run_id)
+        if current is not None and current.record.status == ACCEPTED and self._admitted(current.record):
+            return current
+        if current is not None and current.record.status == ACCEPTED:
+            self._delete(self.record_path(run_id))
+            self.storage.delete_prefix(self.bundle_prefix(run_id), prune_empty_dirs=False)
+        if current is None or current.record.status == ACCEPTED:
+            lease.release()
+            return None
+        return current
 
     # ------------------------------------------------------------------ records
 
@@ -338,9 +366,10 @@ class ObjectStagingStore:
         the cursor including them. Every pending marker is listed at every call, so an upload
         a slow replica made visible after later ones is offered at the next call all the same.
 
-        Markers whose record is missing after ``abandon_after`` (an admission that died before
-        its upload was accepted) and markers of finished records (a crash between the two
-        writes) are removed."""
+        Uploads still being admitted are not offered (their marker is held by the admission); one
+        whose admission stalled or died is taken over (:meth:`_reclaim`). Markers whose record is
+        missing after ``abandon_after`` and markers of finished records (a crash between the
+        two writes) are removed."""
         scan = PendingScan()
         listed: set[str] = set()
         for name, versioned in self._pending_entries(scan):
@@ -350,10 +379,46 @@ class ObjectStagingStore:
                 continue
             if limit is not None and len(scan.offered) >= limit:
                 continue
+            if self._admitting(f"{PENDING}/{name}", record.run_id):
+                continue
             scan.offered.append(record)
         offered = {marker_name(r.seq, r.run_id) for r in scan.offered}
         scan.cursor = PendingCursor(frozenset((cursor.handed & listed) | offered))
         return scan
+
+    def _admitting(self, path: str, run_id: str) -> bool:
+        """Whether the upload of marker ``path`` is still being admitted (its marker held by a live
+        admission); a stalled or dead admission's is reclaimed first (:meth:`_reclaim`)."""
+        lease = self._lease(path, f"reclaim {run_id}", self.abandon_after, f"pending marker of upload {run_id}")
+        found = lease.peek()
+        if not _admission(lease) or found not in _OVERDUE:
+            return _admission(lease) and found == Found.LIVE
+        if lease.try_acquire() not in _GRANTED:
+            return True
+        reclaimed = self._reclaim(lease, run_id)
+        if reclaimed is None:
+            return True
+        lease.settle(RecordState.FREE)
+        return False
+
+    def _abandoned(self, path: str, run_id: str) -> bool:
+        """Remove a marker whose record is missing once this process has seen it unchanged for
+        ``abandon_after`` (an admission's at once when its process on this host is gone)."""
+        lease = self._lease(path, f"reclaim {run_id}", self.abandon_after, f"pending marker of upload {run_id}")
+        found = lease.peek()
+        if found in (Found.FREE, Found.DONE):
+            if lease.seen is None or self.observer.age(path, lease.seen) < self.abandon_after.total_seconds():
+                return False
+        elif found not in _OVERDUE:
+            return False
+        if lease.try_acquire() not in _GRANTED:
+            return False
+        if self.read(run_id) is not None:  # its record landed meanwhile: decide as for any admission
+            if self._reclaim(lease, run_id) is not None:
+                lease.settle(RecordState.FREE)
+            return False
+        lease.release()
+        return True
 
     def pending_run_ids(self) -> list[str]:
         """Run ids of the pending markers, in admission order: one listing, no record read (an
@@ -388,8 +453,7 @@ class ObjectStagingStore:
                 scan.errors.append((run_id, str(exc)))
                 continue
             if versioned is None:
-                if self.observer.age(entry.path, (entry.revision or "").encode()) >= self.abandon_after.total_seconds():
-                    self._delete(entry.path)
+                if self._abandoned(entry.path, run_id):
                     scan.abandoned.append(run_id)
                 continue
             if versioned.record.status in FINISHED_STATUSES:
@@ -434,9 +498,14 @@ class ObjectStagingStore:
         lease = self._lease(path, owner, duration, f"publication lease of upload {run_id}")
         if lease.try_acquire() not in _GRANTED:
             return None
-        # the record as it is now: finished meanwhile (its marker is removed right after), or
-        # changed by a replica that raced us before the lease: give the lease back
-        latest = self.read(run_id)
+        if _admission(lease):  # taken over from an admission that stalled or died
+            latest = self._reclaim(lease, run_id)
+            if latest is None:
+                return None
+        else:
+            # the record as it is now: finished meanwhile (its marker is removed right after), or
+            # changed by a replica that raced us before the lease: give the lease back
+            latest = self.read(run_id)
         try:
             if latest is None or latest.record.status in FINISHED_STATUSES:
                 raise StoreConflict(f"upload {run_id} finished meanwhile")
@@ -454,8 +523,8 @@ class ObjectStagingStore:
         """Remove finished records older than ``retention`` with their key entries and bundles,
         and the bundles of admissions that died before their record was written, once older
         than ``retention`` (an admission may still be streaming a large bundle before that), and
-        ``accepted`` records that never got their pending marker (the admission died or lost its
-        key claim after writing its record: no ``202`` was sent, no publisher sees it).
+        ``accepted`` records left without a pending marker (a rollback of an admission that failed
+        half way: no ``202`` was sent, no publisher sees it).
 
         A record can only be due when its run id's time (when its admission began) is older
         than ``retention``, so one listing of ``records/`` and ``bundles/`` and a read of those
@@ -558,6 +627,12 @@ def _older_than(run_id: str, age: timedelta, now: datetime) -> bool:
     if not stamp:
         return False
     return now - datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) >= age
+
+
+def _admission(lease: Lease) -> bool:
+    """Whether the record ``lease`` found (before taking it, if it did) was an admission's hold."""
+    found = lease.found
+    return found is not None and found.state == RecordState.HELD and found.holder.startswith(ADMISSION)
 
 
 def _due(finished_at: datetime | None, retention: timedelta, now: datetime) -> bool:

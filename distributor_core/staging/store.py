@@ -16,6 +16,7 @@ a record through the status table. Two implementations:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -217,9 +218,10 @@ def shared_display(source: HTTPUploadSource) -> str:
     return f"s3://{store.bucket}/{store.prefix}".rstrip("/")
 
 
-def open_upload_store(pipeline: Pipeline, env: Any = None) -> UploadStore:
+def open_upload_store(pipeline: Pipeline, env: Any = None, *, admission_lease: timedelta | None = None) -> UploadStore:
     """The upload store of an ``http_upload`` pipeline: its shared S3 staging (credentials
-    resolved through ``env`` as for S3 destinations) or its local staging directory."""
+    resolved through ``env`` as for S3 destinations; ``admission_lease``: its key claims'
+    lease, ``server.http.admission_lease``) or its local staging directory."""
     source = pipeline.source
     if not isinstance(source, HTTPUploadSource):
         raise ValueError(f"pipeline {pipeline.id} has no http_upload source")
@@ -228,7 +230,8 @@ def open_upload_store(pipeline: Pipeline, env: Any = None) -> UploadStore:
     from distributor_core.storage.s3 import S3Storage
 
     storage = S3Storage.from_config(source.staging_store, env, context="server.http.staging_s3")
-    return SharedUploadStore(ObjectStagingStore(storage, pipeline.id), shared_display(source), source.staging_path)
+    store = ObjectStagingStore(storage, pipeline.id, **({"abandon_after": admission_lease} if admission_lease else {}))
+    return SharedUploadStore(store, shared_display(source), source.staging_path)
 
 
 __all__ = ["AcceptedScan", "LocalUploadStore", "SharedUploadStore", "UploadStore", "open_upload_store"]

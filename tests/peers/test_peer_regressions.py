@@ -40,3 +40,23 @@ def test_moto_head_is_authorised_by_get_object(moto_server: MotoServer) -> None:
             "s3:GetObject allows (AWS and moto 5.2.5 answer 200). This is moto's bug, not distributor's: "
             "install from the lock (make test) or exclude this moto release in pyproject.toml, then make lock."
         )
+
+
+def test_faketime_shifts_a_childs_wall_clock_and_leaves_its_monotonic_clock() -> None:
+    """The lease tests rely on it: a child under ``faketime.skewed`` sees its wall clock moved and
+    its monotonic clock (what leases are judged by) as it is."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.peers.faketime import skewed
+
+    script = "import time; print(time.time(), time.monotonic())"
+    before = time.time(), time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **skewed(-600)},
+                         capture_output=True, text=True, check=True).stdout.split()
+    after = time.time(), time.monotonic()
+    wall, monotonic = float(out[0]), float(out[1])
+    assert before[0] - 600 - 5 < wall < after[0] - 600 + 5
+    assert before[1] - 1 < monotonic < after[1] + 1

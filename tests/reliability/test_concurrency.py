@@ -238,36 +238,44 @@ def test_two_runs_race_on_one_single_owner_destination(tmp_path: Path) -> None:
 
 
 def test_losing_writer_fails_with_a_clear_conflict_and_succeeds_when_rerun(tmp_path: Path) -> None:
-    """The first writer is stalled (SIGSTOP) while it holds the lock; the second, with a 1 s lock
-    wait, fails with the lock conflict and writes nothing; once the first finished, it succeeds."""
+    """The first writer is slow (it sleeps 6 s after taking the lock, its lease of 1 s renewed all
+    along); the second, with a 1 s lock wait, sees the lock change, fails with the lock conflict
+    and writes nothing; once the first finished, it succeeds."""
     root = tmp_path / "site"
     root.mkdir()
     first = _single_owner(tmp_path, "first", root, T0, {"report.md": b"first\n"})
     second = _single_owner(tmp_path, "second", root, T0 + timedelta(hours=1), {"report.md": b"second\n"})
-    stalled = subprocess.Popen(
+    slow = subprocess.Popen(
         [str(DISTRIBUTOR), "run", "--config", str(first)],
-        env=hook_env(DISTRIBUTOR_TEST_STOP="write:2:before"),  # after the lock, before the journal
+        env=hook_env(DISTRIBUTOR_TEST_DELAY="write:2:6", DISTRIBUTOR_TEST_LOCK_LEASE="1"),  # before the journal
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        _wait_stopped(stalled.pid)
-        before = tree(root)
+        _wait_for(root / ".distributor.lock")
+        before = {p: d for p, d in tree(root).items() if p != ".distributor.lock"}
         loser = run_cli("run", "--config", str(second), env=hook_env(DISTRIBUTOR_TEST_LOCK_WAIT="1"))
         assert loser.code == 1
         lines = loser.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in loser.stderr
         assert lines[0].startswith("distributor: 1 destination(s) failed: reports/site [.]: destination ")
         assert "is locked by distributor run (pid " in lines[0] and " since " in lines[0]
-        assert tree(root) == before
+        assert {p: d for p, d in tree(root).items() if p != ".distributor.lock"} == before
     finally:
-        stalled.send_signal(signal.SIGCONT)
-    _out, err = stalled.communicate(timeout=60)
+        _out, err = slow.communicate(timeout=60)
+    stalled = slow
     assert stalled.returncode == 0, err
     rerun = run_cli("run", "--config", str(second))
     assert rerun.code == 0, rerun.stderr
     files = tree(root)
     check_consistent(files, unmanaged={}, label="after the re-run")
     assert files["report.md"] == b"second\n"
+
+
+def _wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
 
 
 def _wait_stopped(pid: int, timeout: float = 30) -> None:

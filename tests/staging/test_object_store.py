@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from distributor_core.staging.objectstore import ObjectStagingStore, StoreConfli
 from distributor_core.staging.ordering import marker_name
 from distributor_core.staging.pending import PendingCursor
 from distributor_core.storage import Storage, StorageError
+from distributor_core.storage.faults import FaultInjectingStorage
 from distributor_core.storage.local import LocalStorage
 
 PIPELINE = "reports"
@@ -286,7 +288,7 @@ def test_an_admission_whose_key_was_taken_over_while_it_wrote_removes_its_record
     theirs = fast.claim_key("reporter", "k", _run_id(2))
     assert theirs.claimed
     fast.admit(_record(fast, 2, key="k"), claim=theirs.lease)
-    with pytest.raises(StoreConflict, match=r"idempotency key of upload \S+ was taken over"):
+    with pytest.raises(StoreConflict, match=r"idempotency key claim of upload \S+ was taken over"):
         slow.admit(_record(slow, 1, key="k"), claim=mine.lease)
     assert slow.read(_run_id(1)) is None
     assert [r.run_id for r in fast.records()] == [_run_id(2)]
@@ -305,22 +307,48 @@ def test_an_upload_becomes_visible_only_once_its_record_and_claim_are_settled(ca
     assert sensor.key_holder("reporter", "k") == record.run_id
 
 
-def test_a_record_left_without_its_marker_is_published_on_replay_or_removed_after_the_retention(
-    case: StoreCase,
+class Dies(FaultInjectingStorage):
+    """The store connection of a replica that dies after ``writes`` more writes: every later
+    write, rename and delete fails (its rollback too), so the store is left as a crash leaves it."""
+
+    def __init__(self, inner: Storage, writes: int) -> None:
+        super().__init__(inner)
+        self.left = writes
+
+    def _before(self, fault: Any, op: str, path: str) -> None:
+        if op in ("write", "rename", "delete"):
+            if self.left <= 0:
+                raise StorageError(op, "test", path, "unavailable", "the replica died")
+            if op == "write":
+                self.left -= 1
+        super()._before(fault, op, path)
+
+
+@pytest.mark.parametrize("key", ["k", None], ids=["key-settled", "no-key"])
+def test_an_admission_that_died_after_its_record_is_published_if_its_key_was_settled_else_removed(
+    case: StoreCase, key: str | None
 ) -> None:
-    """An admission that died between its record and its marker sent no 202. A replay of its key
-    finds the record and makes it visible; a record no key leads to is removed by the janitor once
-    the retention has passed."""
-    store = case.replica(now=lambda: AT + timedelta(days=2))
-    keyed = _admit(store, 1, key="k")
-    lost = _admit(store, 2)
-    for record in (keyed, lost):
-        store.storage.delete_file(f"pending/{marker_name(record.seq, record.run_id)}")
-    assert store.pending().offered == []
-    store.ensure_marker(keyed)  # what the replay of "k" does before answering it
-    assert [r.run_id for r in store.pending().offered] == [keyed.run_id]
-    store.expire(timedelta(hours=24))
-    assert [r.run_id for r in store.records()] == [keyed.run_id]
+    """No 202 was sent for it. With its key settled, a retry of the key is answered with its run
+    id, so it must be published: another replica, once it has seen the admission's marker
+    unchanged for ``abandon_after``, takes it over and makes it visible. Without (no key), the
+    record is removed, never left ``accepted``."""
+    healthy = case.replica()
+    dead = ObjectStagingStore(Dies(healthy.storage, 4 if key else 2), PIPELINE)
+    record = _record(dead, 1, key=key)
+    claim = dead.claim_key("reporter", key, record.run_id).lease if key else None
+    with pytest.raises(StorageError, match="the replica died"):
+        dead.admit(record, claim=claim)
+    ticks = Ticks()
+    sensor = _watching(case, ticks)
+    assert sensor.pending().offered == []  # seen as an admission in flight ...
+    ticks.t += 121.0  # ... that has not moved for abandon_after
+    offered = [r.run_id for r in sensor.pending().offered]
+    if key:
+        assert offered == [record.run_id]
+        assert sensor.key_holder("reporter", key) == record.run_id
+        assert sensor.read(record.run_id) is not None
+    else:
+        assert offered == [] and sensor.read(record.run_id) is None and sensor.unfinished() == []
 
 
 # ---------------------------------------------------------------------------- the sensor's cursor

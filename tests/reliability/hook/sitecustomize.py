@@ -22,8 +22,11 @@ variables, records or kills:
 ``DISTRIBUTOR_TEST_FAIL=<kind>:<path>``
     fail the first call of ``kind`` on the destination-relative ``path`` with the storage error
     the fault injector raises by default (``delete``: ``permission``): a failure, not a crash.
+``DISTRIBUTOR_TEST_DELAY=<kind>:<nth>:<seconds>``
+    sleep ``seconds`` right before the ``nth`` call of ``kind`` (its other threads, the lock's
+    renewal included, keep running): a writer that is slow but alive.
 ``DISTRIBUTOR_TEST_LOCK_WAIT`` / ``DISTRIBUTOR_TEST_LOCK_LEASE`` (seconds)
-    override the lock wait (30 s) and lease (120 s) of every publication.
+    override the lock wait (30 s) and lease (60 s) of every publication.
 
 Nothing else changes: the wrapper forwards every primitive to the real backend.
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 def _install() -> None:
@@ -40,7 +44,8 @@ def _install() -> None:
     kill = os.environ.get("DISTRIBUTOR_TEST_KILL")
     stop = os.environ.get("DISTRIBUTOR_TEST_STOP")
     fail = os.environ.get("DISTRIBUTOR_TEST_FAIL")
-    if not trace and not kill and not stop and not fail:
+    delay = os.environ.get("DISTRIBUTOR_TEST_DELAY")
+    if not trace and not kill and not stop and not fail and not delay:
         return
     from distributor_core.storage import factory
     from distributor_core.storage.faults import Fault, FaultInjectingStorage
@@ -75,6 +80,14 @@ def _install() -> None:
     if fail:
         kind, _, path = fail.partition(":")
         faults.append(Fault(kind, path=path))  # type: ignore[arg-type]
+    if delay:
+        kind, nth, seconds = delay.split(":")
+
+        def slow(op: str, path: str) -> BaseException:
+            time.sleep(float(seconds))
+            raise _Resume()
+
+        faults.append(Fault(kind, nth=int(nth), times=1, when="before", error=slow))  # type: ignore[arg-type]
     trace_fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if trace else None
 
     class Hooked(FaultInjectingStorage):
