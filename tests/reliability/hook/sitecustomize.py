@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+import threading
 
 
 def _install() -> None:
@@ -84,7 +84,8 @@ def _install() -> None:
         kind, nth, seconds = delay.split(":")
 
         def slow(op: str, path: str) -> BaseException:
-            time.sleep(float(seconds))
+            # not time.sleep: under libfaketime with the monotonic clock left alone it fails (EINVAL)
+            threading.Event().wait(float(seconds))
             raise _Resume()
 
         faults.append(Fault(kind, nth=int(nth), times=1, when="before", error=slow))  # type: ignore[arg-type]
