@@ -284,12 +284,10 @@ class Lease:
     def try_acquire(self) -> Act:
         """One attempt: ``CREATE``/``TAKE``/``KEEP`` (granted), ``WAIT`` or ``SETTLED`` (see
         :attr:`found`)."""
-        for _ in range(2):  # a lost race: look once more, at the winner's record
-            try:
-                return self._step(Op.ACQUIRE)
-            except _Raced:
-                pass
-        return Act.WAIT
+        try:
+            return self._step(Op.ACQUIRE)
+        except _Raced:  # another writer won the race: look at its record
+            return Act.SETTLED if self.peek() == Found.DONE else Act.WAIT
 
     def acquire(self, wait: float, *, on_refused: Callable[[], None] | None = None) -> None:
         """Wait up to ``wait`` seconds for the lease. Past ``wait`` (unless it is 0: no wait at
