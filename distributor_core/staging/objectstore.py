@@ -314,12 +314,12 @@ class ObjectStagingStore:
             current = expect or self.read(run_id)
             if current is None:
                 raise FileNotFoundError(f"upload record {run_id} does not exist")
+            if fence is not None:
+                fence()
             if "status" in changes:
                 changes["status"] = UploadStatus(changes["status"])
                 check_transition(run_id, current.record.status, changes["status"])
             record = replace(current.record, **changes)
-            if fence is not None:
-                fence()
             try:
                 entry = self.storage.write_bytes(
                     self.record_path(run_id), record_bytes(record), overwrite=True, if_revision=current.version
