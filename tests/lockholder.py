@@ -18,6 +18,6 @@ from distributor_core.timefmt import Clock
 def held_lock(storage: Storage, bundle_path: str = "", *, holder: str = "another writer", host: str = "elsewhere",
               lease: float = 0.4, clock: Clock | None = None) -> Iterator[DestinationLock]:
     lock = DestinationLock(storage, bundle_path, holder=holder, lease=lease, wait=5, clock=clock)
-    lock.lease.host = host
+    lock.host = host
     with lock:
         yield lock

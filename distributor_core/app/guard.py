@@ -42,7 +42,7 @@ class Guard(msgspec.Struct):
     def ensure_held(self) -> None:
         """Raise ``conflict`` if the lock was lost; call before every write."""
         if self.lock is not None:
-            self.lock.ensure_held()
+            self.lock.ensure()
 
 
 def _shown(storage: Storage, path: str) -> str:
@@ -129,5 +129,5 @@ def enter_bundle(
         stat_state(storage, bundle_path)
     with DestinationLock(storage, bundle_path, holder=holder, wait=lock_wait, lease=lock_lease) as lock:
         fenced = lock.fenced()
-        recovery = recover(fenced, bundle_path, deep_sweep=lock.broke_stale, grant=lock.lease.grant)
+        recovery = recover(fenced, bundle_path, deep_sweep=lock.took_over, grant=lock.grant)
         yield Guard(fenced, bundle_path, lock=lock, recovery=recovery)

@@ -22,6 +22,7 @@ call, its state write re-reads the lock first, and it then puts back only what i
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -160,6 +161,15 @@ def _possibly_existing(plan: Plan) -> set[str]:
     return recorded
 
 
+def _lost(lock: DestinationLock | None) -> bool:
+    """Whether the lock was lost, as far as can be told without asking (a renewal after a stall)."""
+    if lock is None:
+        return False
+    with contextlib.suppress(StorageError):
+        lock.ensure()
+    return lock.lost is not None
+
+
 def _settle(destination: Storage, journal: jr.Journal, committed: set[str], *, lost: bool) -> jr.Recovery | None:
     try:
         if lost:
@@ -220,7 +230,7 @@ def execute_plan(
         deletes=deletes,
         holder=holder,
         now=now,
-        grant=lock.lease.grant if lock is not None else ("", 0),
+        grant=lock.grant if lock is not None else ("", 0),
     )
     result = ExecutionResult(plan=plan, state_path=state_path)
     counts = Progress(files_total=len(steps), bytes_total=sum(s.output.size for s in steps))
@@ -284,7 +294,7 @@ def execute_plan(
     except BaseException as failure:
         # The state file decides: if it holds the new state (an ambiguous failure after the
         # write landed) the publication stands and is rolled forward, otherwise it is undone.
-        settled = _settle(raw, journal, committed, lost=lock is not None and not lock.still_held())
+        settled = _settle(raw, journal, committed, lost=_lost(lock))
         if settled is None or settled.direction != "forward":
             raise failure
         delete_set = set(deletes)

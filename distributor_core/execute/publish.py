@@ -7,6 +7,7 @@ pure ``plan.decide``. Dry runs plan without the lock and write nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable
@@ -95,7 +96,7 @@ def publish(
         with DestinationLock(
             destination, bundle_path, holder=who, wait=lock_wait, lease=lock_lease, clock=clock
         ) as lock:
-            recovery = recover(lock.fenced(), bundle_path, deep_sweep=lock.broke_stale, grant=lock.lease.grant)
+            recovery = recover(lock.fenced(), bundle_path, deep_sweep=lock.took_over, grant=lock.grant)
             plan = build_plan(request)
             if on_plan is not None:
                 on_plan(plan)
@@ -121,7 +122,9 @@ def publish(
                     progress=progress,
                 )
             except DESTINATION_ERRORS as exc:
-                if lock.confirm() or str(exc) == lock.lost:
+                with contextlib.suppress(StorageError):
+                    lock.check()  # whether it is still held
+                if lock.lost is None or str(exc) == lock.lost:
                     raise
                 # the lock expired while this run stalled and another writer took it: that is
                 # the cause to report, not whichever step then tripped over the other's work

@@ -1,16 +1,8 @@
-"""The record a lease keeps in the storage: one small JSON object, rewritten whole by every change.
-
-``generation`` grows with every grant (the fencing token; ``epoch`` names the record's life since
-it was last created, so ``(epoch, generation)`` orders grants even after a release deleted it).
-``lease_seconds`` is the holder's promise: it rewrites the record at least every quarter of it,
-so another process that sees the same record unchanged that long may take it over. ``serial``
-changes with every write, so every renewal is a visible change even where a storage's revision
-has whole seconds (SFTP). The times are for people: nothing compares them.
-
-Records of earlier releases read as: an empty object (a pending marker) is free; ``"<run id>\\n"``
-(a key entry) is done; a lock ``{holder, host, pid, ...}`` or a lease ``{owner, until}`` is held,
-with no lease length (the observer's own applies); anything else is held by someone unknown.
-"""
+"""The lease record, rewritten whole by every change. ``(epoch, generation)`` is the grant (the
+fencing token); ``lease_seconds`` the holder's promise to rewrite it every quarter of that;
+``serial`` changes with every write (revisions may have whole seconds: SFTP). Times are for people.
+Earlier releases' records read as: empty (a pending marker) free, ``"<run id>\\n"`` (a key entry)
+done, a lock or a lease held with no lease length (the observer's own applies)."""
 
 from __future__ import annotations
 
@@ -22,10 +14,8 @@ import msgspec
 
 class RecordState(StrEnum):
     HELD = "held"
-    #: given back: the next grant takes it over at once (generation + 1)
-    FREE = "free"
-    #: settled for good (a confirmed key claim): nobody takes it over
-    DONE = "done"
+    FREE = "free"  #: given back: the next grant takes it at once
+    DONE = "done"  #: settled for good (a confirmed key claim): never taken over
 
 
 class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -44,33 +34,19 @@ class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
         return msgspec.json.encode(self)
 
 
+_RUN_ID = re.compile(rb"[A-Za-z0-9._-]{1,200}")
 _decode = msgspec.json.Decoder(LeaseRecord).decode
-_TOKEN = re.compile(rb"[A-Za-z0-9._-]{1,200}")
 
 
 def parse_record(data: bytes) -> LeaseRecord:
-    """What ``data`` says, as well as it can be read; never raises."""
+    """What ``data`` says, as well as it can be read; never raises. (A record of an earlier
+    release decodes too: unknown keys are ignored, missing ones take their defaults.)"""
     text = data.strip()
-    if not text or text == b"{}":
+    if text in (b"", b"{}"):
         return LeaseRecord(state=RecordState.FREE)
-    if not text.startswith(b"{"):
-        if _TOKEN.fullmatch(text):  # a key entry of an earlier release: its run id
-            return LeaseRecord(holder=text.decode(), state=RecordState.DONE)
-        return LeaseRecord()
+    if _RUN_ID.fullmatch(text):
+        return LeaseRecord(holder=text.decode(), state=RecordState.DONE)
     try:
         return _decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        pass
-    try:
-        obj = msgspec.json.decode(text)
-    except msgspec.DecodeError:
         return LeaseRecord()
-    if not isinstance(obj, dict):
-        return LeaseRecord()
-    pid = obj.get("pid")
-    return LeaseRecord(
-        holder=str(obj.get("holder") or obj.get("owner") or ""),
-        host=str(obj.get("host") or ""),
-        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
-        acquired_at=str(obj.get("acquired_at") or ""),
-    )

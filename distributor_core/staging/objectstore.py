@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from distributor_core.lease import Act, Found, Lease, LeaseLost, Observer, RecordState
+from distributor_core.lease import GRANTED, Act, Found, Lease, LeaseLost, Observer, RecordState
 from distributor_core.lease import parse_record as parse_lease_record
 from distributor_core.staging.index import key_sha256
 from distributor_core.staging.layout import RecordError
@@ -77,8 +77,6 @@ PENDING = "pending"
 DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
 #: default lease of an inline publication (``server.http.publication_lease``)
 DEFAULT_LEASE = timedelta(seconds=60)
-_GRANTED = (Act.CREATE, Act.TAKE, Act.KEEP)
-_OVERDUE = (Found.EXPIRED, Found.DEAD)
 #: holder of a pending marker while its upload is being admitted
 ADMISSION = "admission of "
 #: read-modify-write attempts of an unconditional update before giving up
@@ -165,9 +163,9 @@ class ObjectStagingStore:
         this process) belongs to an admission that died before its record: it is taken over."""
         path = self.key_path(token_id, key_sha256(key))
         for _ in range(MAX_UPDATE_ATTEMPTS):
-            lease = self._lease(path, run_id, self.abandon_after, f"idempotency key claim of upload {run_id}")
+            lease = self._lease(path, run_id, self.abandon_after, f"upload {run_id} idempotency key")
             act = lease.try_acquire()
-            if act in _GRANTED:
+            if act in GRANTED:
                 return KeyClaim(True, run_id, lease=lease)
             holder = lease.found.holder if lease.found is not None else ""
             if act == Act.WAIT:
@@ -232,8 +230,8 @@ class ObjectStagingStore:
             raise RecordError(f"upload {record.run_id} must be admitted as accepted, not {record.status}")
         path = self.record_path(record.run_id)
         marker = self._lease(self._marker(record), f"{ADMISSION}{record.run_id}", self.abandon_after,
-                             f"pending marker of upload {record.run_id}")
-        if marker.try_acquire() not in _GRANTED:
+                             f"upload {record.run_id} pending marker")
+        if marker.try_acquire() not in GRANTED:
             raise StoreConflict(f"upload {record.run_id} is already being admitted")
         written = settled = False
         try:
@@ -257,7 +255,7 @@ class ObjectStagingStore:
                 self._delete(path)
             marker.release()
             if isinstance(exc, LeaseLost):
-                raise StoreConflict(f"the admission of upload {record.run_id} was taken over: {exc}") from None
+                raise StoreConflict(str(exc)) from None
             raise
         return Versioned(record, self._written_revision(path, entry))
 
@@ -386,39 +384,21 @@ class ObjectStagingStore:
         scan.cursor = PendingCursor(frozenset((cursor.handed & listed) | offered))
         return scan
 
-    def _admitting(self, path: str, run_id: str) -> bool:
-        """Whether the upload of marker ``path`` is still being admitted (its marker held by a live
-        admission); a stalled or dead admission's is reclaimed first (:meth:`_reclaim`)."""
-        lease = self._lease(path, f"reclaim {run_id}", self.abandon_after, f"pending marker of upload {run_id}")
-        found = lease.peek()
-        if not _admission(lease) or found not in _OVERDUE:
-            return _admission(lease) and found == Found.LIVE
-        if lease.try_acquire() not in _GRANTED:
-            return True
-        reclaimed = self._reclaim(lease, run_id)
-        if reclaimed is None:
+    def _admitting(self, path: str, run_id: str, *, orphan: bool = False) -> bool:
+        """Whether the marker ``path`` stays out of sight: held by a live admission, or (``orphan``,
+        no record) not yet idle. An admission's marker this process has seen unchanged for
+        ``abandon_after`` (or whose process on this host is gone) is taken over and settled by
+        :meth:`_reclaim`; so is any orphan marker idle that long, which then goes."""
+        lease = self._lease(path, f"reclaim {run_id}", self.abandon_after, f"upload {run_id} pending marker")
+        found, admitting = lease.peek(), _admission(lease)
+        idle = found in (Found.EXPIRED, Found.DEAD) or (orphan and found in (Found.FREE, Found.DONE) and (
+            self.observer.age(path, lease.seen or b"") >= self.abandon_after.total_seconds()))
+        if not idle or not (admitting or orphan) or lease.try_acquire() not in GRANTED:
+            return orphan or (admitting and found == Found.LIVE)
+        if self._reclaim(lease, run_id) is None:
             return True
         lease.settle(RecordState.FREE)
         return False
-
-    def _abandoned(self, path: str, run_id: str) -> bool:
-        """Remove a marker whose record is missing once this process has seen it unchanged for
-        ``abandon_after`` (an admission's at once when its process on this host is gone)."""
-        lease = self._lease(path, f"reclaim {run_id}", self.abandon_after, f"pending marker of upload {run_id}")
-        found = lease.peek()
-        if found in (Found.FREE, Found.DONE):
-            if lease.seen is None or self.observer.age(path, lease.seen) < self.abandon_after.total_seconds():
-                return False
-        elif found not in _OVERDUE:
-            return False
-        if lease.try_acquire() not in _GRANTED:
-            return False
-        if self.read(run_id) is not None:  # its record landed meanwhile: decide as for any admission
-            if self._reclaim(lease, run_id) is not None:
-                lease.settle(RecordState.FREE)
-            return False
-        lease.release()
-        return True
 
     def pending_run_ids(self) -> list[str]:
         """Run ids of the pending markers, in admission order: one listing, no record read (an
@@ -452,8 +432,9 @@ class ObjectStagingStore:
             except (StorageError, RecordError) as exc:
                 scan.errors.append((run_id, str(exc)))
                 continue
-            if versioned is None:
-                if self._abandoned(entry.path, run_id):
+            if versioned is None:  # an admission in flight, or one that left its marker behind
+                self._admitting(entry.path, run_id, orphan=True)
+                if not self.storage.exists(entry.path):
                     scan.abandoned.append(run_id)
                 continue
             if versioned.record.status in FINISHED_STATUSES:
@@ -495,17 +476,12 @@ class ObjectStagingStore:
         if current is None or current.record.status in FINISHED_STATUSES:
             return None
         path = marker or f"{PENDING}/{marker_name(current.record.seq, run_id)}"
-        lease = self._lease(path, owner, duration, f"publication lease of upload {run_id}")
-        if lease.try_acquire() not in _GRANTED:
+        lease = self._lease(path, owner, duration, f"upload {run_id} publication")
+        if lease.try_acquire() not in GRANTED:
             return None
-        if _admission(lease):  # taken over from an admission that stalled or died
-            latest = self._reclaim(lease, run_id)
-            if latest is None:
-                return None
-        else:
-            # the record as it is now: finished meanwhile (its marker is removed right after), or
-            # changed by a replica that raced us before the lease: give the lease back
-            latest = self.read(run_id)
+        # the record as it is now (taken over from an admission that stalled or died: as it decides);
+        # finished meanwhile, or changed by a replica that raced us: give the lease back
+        latest = self._reclaim(lease, run_id) if _admission(lease) else self.read(run_id)
         try:
             if latest is None or latest.record.status in FINISHED_STATUSES:
                 raise StoreConflict(f"upload {run_id} finished meanwhile")

@@ -455,9 +455,9 @@ def test_recovery_never_settles_the_journal_of_a_newer_lock_holder(env: Env):
     env.put("bundle/.distributor.lock", _record("writer", host=socket.gethostname(), lease=60, generation=8))
     before = env.files()
     lock = DestinationLock(env.dst, "bundle", holder="writer", wait=0)
-    lock.lease.record = LeaseRecord(epoch="0badcafe", generation=8)  # the grant this writer held
+    lock.record = LeaseRecord(epoch="0badcafe", generation=8)  # the grant this writer held
     with pytest.raises(StorageError, match="intent journal of a newer lock holder"):
-        jr.recover(lock.fenced(), "bundle", grant=lock.lease.grant)
+        jr.recover(lock.fenced(), "bundle", grant=lock.grant)
     assert env.files() == before
 
 

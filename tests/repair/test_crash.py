@@ -237,7 +237,7 @@ def test_prune_lost_lock_stops_every_write(tmp_path: Path, fresh: Callable[[], D
         original(self)
         dest.write(self.path, thief)
         with contextlib.suppress(StorageError):
-            self.lease.renew()
+            self.renew()
 
     monkeypatch.setattr(DestinationLock, "acquire", acquire_then_lose)
     with pytest.raises(Exception, match="taken over"):
