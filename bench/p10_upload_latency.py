@@ -106,9 +106,10 @@ def _compile_bytecode() -> None:
     c.run_timed([str(c.VENV_BIN / "python"), "-m", "compileall", "-q", *packages])
 
 
-def _start_serve(config: Path, env: dict[str, str], log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def _start_serve(config: Path, env: dict[str, str], log: Path, *extra: str,
+                 binary: str = c.DISTRIBUTOR) -> tuple[subprocess.Popen, str]:
     handle = open(log, "ab")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([c.DISTRIBUTOR, "serve", "--config", str(config), *extra], env=env,
+    proc = subprocess.Popen([binary, "serve", "--config", str(config), *extra], env=env,
                             stdout=handle, stderr=handle, stdin=subprocess.DEVNULL)
     handle.close()
     deadline = time.monotonic() + 60

@@ -27,7 +27,8 @@ Target: none set by the issue (reference figures). Knobs: ``BENCH_P15_UPLOADS`` 
 ``BENCH_P15_CLIENTS`` (default 8), ``BENCH_P15_ROUNDS`` (default 2; the best round of each mode is
 the headline, every round is in the notes), ``BENCH_P15_DELAY_MS`` (default 0: a one-way delay
 between the servers and moto through ``bench/latency_proxy.py``, as P8 uses, to stand for the
-round trip to a real S3 region).
+round trip to a real S3 region). ``BENCH_BEFORE`` (another build's ``distributor``): every mode
+is measured for that build too, in the same rounds, as ``before: <mode>``.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ PIPELINE = "bench.shared"
 TOKEN_ENV = "BENCH_UPLOAD_TOKEN"
 KEY_ENV = "BENCH_STAGING_KEY_ID"
 SECRET_ENV = "BENCH_STAGING_SECRET"
-MODES = ("local", "s3 x1", "s3 x3")
+#: another build's ``distributor``, measured in the same rounds (its modes named ``before: <mode>``)
+BEFORE = os.environ.get("BENCH_BEFORE", "")
+MODES = ("local", "s3 x1", "s3 x3") + (("before: local", "before: s3 x1", "before: s3 x3") if BEFORE else ())
 
 
 @dataclass
@@ -155,7 +158,8 @@ def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes]
     from distributor_core import staging as sg
     from distributor_core.config import load_config
 
-    name = f"{mode.replace(' ', '')}-{number}"
+    name = f"{mode.replace(' ', '').replace(':', '')}-{number}"
+    binary, mode = (BEFORE, mode.removeprefix("before: ")) if mode.startswith("before: ") else (c.DISTRIBUTOR, mode)
     if mode == "local":
         staging_root = work / f"staging-{name}"
         staging_root.mkdir(mode=0o700)
@@ -172,7 +176,8 @@ def _round(work: Path, mode: str, number: int, token: str, archives: list[bytes]
     try:
         bases = []
         for index in range(replicas):
-            proc, base = _start_serve(config, env, work / f"serve-{name}-{index}.log", "--publisher", "dagster")
+            proc, base = _start_serve(config, env, work / f"serve-{name}-{index}.log", "--publisher", "dagster",
+                                      binary=binary)
             procs.append(proc)
             bases.append(base)
         logged = _moto_requests(moto)
@@ -246,6 +251,19 @@ def main() -> c.Report:
         link = f", {2 * DELAY_MS:g} ms round trip to moto" if DELAY_MS > 0 else ""
         report = c.Report("P15", f"{UPLOADS} uploads of {SIZE // 1024} KiB, {CLIENTS} concurrent clients: "
                                  f"serve on S3 staging (moto{link}), 1 and 3 replicas, vs 1 replica on local staging")
+        for mode in ("local", "s3 x1", "s3 x3") if BEFORE else ():
+            before = best[f"before: {mode}"]
+            report.add(f"upload p50 to 202, {mode}, this build vs before", best[mode].p50, before.p50, "s",
+                       "<= 1.2x" if mode == "local" else "(reference)",
+                       best[mode].p50 <= 1.2 * before.p50 if mode == "local" else None, "before")
+            report.add(f"upload p99 to 202, {mode}, this build vs before", best[mode].p99, before.p99, "s",
+                       "<= 1.2x" if mode == "local" else "(reference)",
+                       best[mode].p99 <= 1.2 * before.p99 if mode == "local" else None, "before")
+            if mode != "local":
+                mine, theirs = (min(r.requests / len(r.latencies) for r in rounds[m])
+                                for m in (mode, f"before: {mode}"))
+                report.add(f"S3 requests per upload, {mode}, this build vs before", mine, theirs, "", "(reference)",
+                           None, "before")
         for mode in ("s3 x1", "s3 x3"):
             report.add(f"upload p99 to 202, {mode}", best[mode].p99, local.p99, "s", "(reference)", None,
                        "local staging, 1 replica")

@@ -35,6 +35,7 @@ SCENARIOS = {
     "P13": "bench.p13_dagster_scale",
     "P14": "bench.p14_upload_batches",
     "P15": "bench.p15_shared_staging",
+    "P16": "bench.p16_lease_publish",
 }
 
 
