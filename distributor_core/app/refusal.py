@@ -277,8 +277,9 @@ def for_destination_error(storage_config: Any, error_kind: str, pipeline_id: str
     if error_kind == "conflict":
         return Refusal(
             LOCKED, root_location(storage_config),
-            remedy=("another run, prune or reconcile-state holds this bundle path: wait for it and run again; a lock "
-                    "of a process that died is broken once its lease has passed"),
+            remedy=("another run, prune or reconcile-state holds this bundle path (or took it over from this one, "
+                    "which stalled past its lease): run again once it has finished; the lock of a writer that died "
+                    "is taken over once seen unchanged for its lease (lock_lease)"),
             **_shown([absolute(storage_config, lp.lock_path(bundle_path))]),
         )
     return None
