@@ -111,8 +111,10 @@ class Lease:
                 if self._put(LeaseRecord(epoch=os.urandom(4).hex(), generation=1), None):
                     return Act.CREATE
             elif op != Op.CHECK and state and self.record and self._revision and safe and self._put(
-                    msgspec.structs.replace(self.record, state=state), self._revision):  # our own, known
+                    msgspec.structs.replace(self.record, state=state), self._revision,
+                    by=self._safe_until):  # our own, known
                 return TABLE[op][Found.MINE]
+            looked = time.monotonic()
             found, revision, data = self._look()
             act = TABLE[op][found]
             if act in (Act.CREATE, Act.TAKE):
@@ -122,7 +124,8 @@ class Lease:
                     return Act.SETTLED if self._look()[0] == Found.DONE else Act.WAIT  # another writer won
                 self.took_over = found in (Found.EXPIRED, Found.DEAD)
             elif act in (Act.KEEP, Act.DROP) and state and self.record:
-                if not self._put(msgspec.structs.replace(self.record, state=state), revision, None if safe else data):
+                if not self._put(msgspec.structs.replace(self.record, state=state), revision, None if safe else data,
+                                 by=looked + SAFE_SHARE * self.length):
                     self._lose()
             elif act == Act.DROP:
                 self.storage.delete_file(self.path)
@@ -131,9 +134,12 @@ class Lease:
                 self._lose()
             return act
 
-    def _put(self, grant: LeaseRecord, revision: str | None, aside: bytes | None = None) -> bool:
+    def _put(self, grant: LeaseRecord, revision: str | None, aside: bytes | None = None, *,
+             by: float | None = None) -> bool:
         """Write ``grant`` as ours: created, by ``revision``, or renamed in for ``aside``; ``False``:
-        another writer's compare-and-swap came first."""
+        another writer's compare-and-swap came first. ``by``: when a rewrite of our own record
+        must have landed (monotonic): past it, another writer may have seen the old record expire,
+        taken it over and let it go before ours landed, so the grant is not trusted (lost)."""
         now = format_precise(self.now())
         record = msgspec.structs.replace(
             grant, holder="" if grant.state == RecordState.FREE else self.holder, host=self.host, pid=self.pid,
@@ -154,6 +160,10 @@ class Lease:
         _HELD.discard(self.record.serial if self.record else "")
         self.record, self._written, self._revision, self.lost = record, data, entry.revision, None
         self._safe_until = sent + SAFE_SHARE * self.length
+        if by is not None and (landed := time.monotonic()) >= by:
+            took = landed - sent
+            self._lose(f"{self.name} lock's lease ran out while this writer stalled (one renewal took {took:.1f} s, "
+                       f"lease {self.length:g} s): another writer may have taken it over meanwhile")
         return True
 
     def _swap_aside(self, expected: bytes, data: bytes) -> Entry:
@@ -180,10 +190,10 @@ class Lease:
                 raise
         return self._write(data, revision, attempts - 1)
 
-    def _lose(self) -> None:
+    def _lose(self, why: str = "") -> None:
         _HELD.discard(self.record.serial if self.record else "")
         who = f" ({self.found.holder})" if self.found is not None and self.found.holder else ""
-        self.lost = self.lost or f"{self.name} lock was taken over by another writer{who}"
+        self.lost = self.lost or why or f"{self.name} lock was taken over by another writer{who}"
         raise LeaseLost("lease", self.storage.backend, self.path, ErrorKind.CONFLICT, message=self.lost)
 
     def try_acquire(self) -> Act:
@@ -240,7 +250,7 @@ class Lease:
     def release(self, *, delete: bool = True) -> None:
         """Delete the record if it is still ours (never raises); forget the grant."""
         with self._io:
-            if delete and self.held:
+            if delete and self.record is not None:  # lost too: a record still byte for byte ours goes
                 with contextlib.suppress(StorageError):
                     self._step(Op.RELEASE, None)
             _HELD.discard(self.record.serial if self.record else "")

@@ -445,6 +445,34 @@ def test_lost_lock_aborts_before_the_state_write(env: Env, hooked):
     assert env.files() == {**before, "bundle/.distributor.lock": stolen}
 
 
+def test_a_renewal_that_lands_after_the_lease_stops_the_writer(env: Env, hooked):
+    """The lock's renewal hangs in the store longer than the lease (a request stalled in the
+    network): when it lands at last, another writer may have seen the old record expire, taken
+    the lock over and let it go meanwhile, so the writer stops before its state write, says why,
+    rolls back and leaves no lock behind."""
+    manifest = env.source({"report.md": REPORT, "summary.txt": SUMMARY})
+    env.seed_single_owner({"report.md": b"old"})
+    before = env.files()
+    lock_writes = 0
+
+    def hook(op, path, **kw):
+        nonlocal lock_writes
+        if op == "write" and path == "bundle/.distributor.lock":
+            lock_writes += 1
+            if lock_writes == 2:  # the first renewal
+                time.sleep(0.6)
+        if op == "rename" and kw["dst"] == "bundle/summary.txt":
+            time.sleep(0.9)  # still working when the renewal lands
+
+    hooked.hook = hook
+    outcome = env.publish(env.request(manifest, dst=hooked), lock_lease=0.2)
+    assert outcome.status == "failed"
+    assert outcome.error.startswith(
+        f"destination {env.dst.root_display}/bundle lock's lease ran out while this writer stalled (one renewal took ")
+    assert "another writer may have taken it over meanwhile" in outcome.error
+    assert env.files() == before
+
+
 def test_recovery_never_settles_the_journal_of_a_newer_lock_holder(env: Env):
     """A writer that lost its lock finds its successor's journal (same lock, later generation):
     it stops with the lost lock and leaves the journal and every file to that successor."""

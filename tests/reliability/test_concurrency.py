@@ -248,7 +248,7 @@ def test_losing_writer_fails_with_a_clear_conflict_and_succeeds_when_rerun(tmp_p
     second = _single_owner(tmp_path, "second", root, T0 + timedelta(hours=1), {"report.md": b"second\n"})
     slow = subprocess.Popen(
         [str(DISTRIBUTOR), "run", "--config", str(first)],
-        env=hook_env(DISTRIBUTOR_TEST_DELAY="write:2:6", DISTRIBUTOR_TEST_LOCK_LEASE="1"),  # before the journal
+        env=hook_env(DISTRIBUTOR_TEST_DELAY="write:1:6", DISTRIBUTOR_TEST_LOCK_LEASE="1"),  # before the journal
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

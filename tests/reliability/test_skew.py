@@ -2,8 +2,9 @@
 (issue 34): local disk, SFTP (the sshd peer) and S3 (the moto peer). One writer's clock is
 shifted with libfaketime (150 s or 10 minutes, ahead or behind; its monotonic clock untouched).
 
-The first writer takes the destination lock and is slow (a test hook makes it sleep 3 s before
-its journal; its lease of 1 s is renewed all along); the second starts while the first holds the
+The first writer takes the destination lock and is slow (a test hook makes it sleep 5 s before
+its journal; its lease of 2 s is renewed all along: every half second, so only a stall of 2 s on
+a loaded machine would let the second take it over, rightly); the second starts while the first holds the
 lock. A writer that compared the times written in the lock with its own clock would take a live
 lock over (a clock ahead, or a holder's clock behind); the lease is judged by what a writer sees
 change on its own monotonic clock, so the second waits for the first, then re-plans and publishes
@@ -34,8 +35,8 @@ pytestmark = pytest.mark.slow
 
 T0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 #: the first writer's sleep while it holds the lock, and the lock's lease (many leases long)
-SLOW = "3"
-LEASE = "1s"
+SLOW = "5"
+LEASE = "2s"
 
 
 @dataclass
@@ -123,7 +124,7 @@ def test_a_writer_whose_clock_is_off_never_takes_a_live_lock(
         return subprocess.Popen([str(DISTRIBUTOR), "run", "--config", str(config)], env=env, cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    slow = start("first", first, DISTRIBUTOR_TEST_DELAY=f"write:2:{SLOW}")  # after the lock, before the journal
+    slow = start("first", first, DISTRIBUTOR_TEST_DELAY=f"write:1:{SLOW}")  # after the lock, before the journal
     deadline = time.monotonic() + 60
     while ".distributor.lock" not in destination.files():
         assert slow.poll() is None and time.monotonic() < deadline, slow.communicate()

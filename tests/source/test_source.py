@@ -243,11 +243,16 @@ class Declaring(LocalStorage):
     """Local storage declaring the capabilities of the test's choice; records stats, opens and
     the threads that opened."""
 
-    def __init__(self, root: Path, capabilities: Capabilities) -> None:
+    def __init__(self, root: Path, capabilities: Capabilities, meet: int = 0) -> None:
         super().__init__(root)
         self._declared = capabilities
         self.calls: list[tuple[str, str]] = []
         self.threads: set[str] = set()
+        # The first `meet` opens wait for each other: they can only all pass if that many reads
+        # really run at once (a lone reader breaks the barrier after its timeout).
+        self._meet = threading.Barrier(meet, timeout=30) if meet else None
+        self._opens = 0
+        self._count = threading.Lock()
 
     @property  # type: ignore[override]
     def capabilities(self) -> Capabilities:
@@ -260,6 +265,12 @@ class Declaring(LocalStorage):
     def open_read(self, path: str):  # type: ignore[override]
         self.calls.append(("open", path))
         self.threads.add(threading.current_thread().name)
+        with self._count:
+            self._opens += 1
+            waits = self._meet is not None and self._opens <= self._meet.parties
+        if waits:
+            assert self._meet is not None
+            self._meet.wait()
         return super().open_read(path)
 
 
@@ -277,7 +288,7 @@ def test_large_files_are_validated_on_the_declared_read_threads(tmp_path: Path) 
     root = tmp_path / "src"
     make_bundle(root / "big", {f"f{n}.bin": bytes([n]) * (2 * 1024 * 1024) for n in range(4)})
     manifest = load_source_manifest(LocalStorage(root), "big")
-    parallel = Declaring(root, LocalStorage.capabilities)
+    parallel = Declaring(root, LocalStorage.capabilities, meet=2)
     validate_source_bundle(parallel, "big", manifest)
     assert parallel.threads == {"distributor-validate-0", "distributor-validate-1"}
     sequential = Declaring(root, LocalStorage.capabilities.without(Feature.PARALLEL_READS))

@@ -23,8 +23,9 @@ variables, records or kills:
     fail the first call of ``kind`` on the destination-relative ``path`` with the storage error
     the fault injector raises by default (``delete``: ``permission``): a failure, not a crash.
 ``DISTRIBUTOR_TEST_DELAY=<kind>:<nth>:<seconds>``
-    sleep ``seconds`` right before the ``nth`` call of ``kind`` (its other threads, the lock's
-    renewal included, keep running): a writer that is slow but alive.
+    sleep ``seconds`` right before the ``nth`` call of ``kind`` that is not a write of the lock
+    record (its other threads, the lock's renewal included, keep running): a writer that is slow
+    but alive.
 ``DISTRIBUTOR_TEST_LOCK_WAIT`` / ``DISTRIBUTOR_TEST_LOCK_LEASE`` (seconds)
     override the lock wait (30 s) and lease (60 s) of every publication.
 
@@ -88,7 +89,10 @@ def _install() -> None:
             threading.Event().wait(float(seconds))
             raise _Resume()
 
-        faults.append(Fault(kind, nth=int(nth), times=1, when="before", error=slow))  # type: ignore[arg-type]
+        def work(path: str) -> bool:  # the lock's own writes are the renewal's, which must go on
+            return not path.endswith(".distributor.lock")
+
+        faults.append(Fault(kind, nth=int(nth), path=work, times=1, when="before", error=slow))  # type: ignore[arg-type]
     trace_fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if trace else None
 
     class Hooked(FaultInjectingStorage):
