@@ -48,11 +48,13 @@ bench: install
 	$(PIPLOCK) --no-build-isolation -e '.[bench]'
 	@echo "see bench/README.md"
 
-## lock: refresh requirements/constraints.txt to the newest releases pyproject.toml allows (then run make test and commit it)
+## lock: refresh requirements/constraints.txt to the newest releases pyproject.toml allows (then run make test and commit it);
+## `make lock LOCK_UPGRADE=` only adds what pyproject.toml gained and keeps every other pin
+LOCK_UPGRADE ?= --upgrade
 lock: install
 	$(PIPLOCK) uv
 	$(VENV)/bin/uv pip compile pyproject.toml requirements/tools.in --all-extras --universal \
-		--python-version 3.11 --upgrade --quiet --custom-compile-command 'make lock' -o $(LOCK)
+		--python-version 3.11 $(LOCK_UPGRADE) --quiet --custom-compile-command 'make lock' -o $(LOCK)
 
 ## test-latest: the whole suite against the newest releases (in .venv-latest, ignoring the lock): what an upgrade would break
 test-latest: peers
