@@ -72,11 +72,15 @@ def error_response(status_code: int, message: str, *, retryable: bool = False) -
 
 
 def bearer_token(header: str | None) -> str | None:
-    """The token of ``Authorization: Bearer <token>`` (prefix case-sensitive, one space)."""
+    """The token of ``Authorization: Bearer <token>``: the prefix case-sensitive, exactly one space
+    and then the token, with no whitespace around it (``Bearer  <token>`` is refused: the docs say
+    one space, and a second token spelling would be a second way in)."""
     if header is None or not header.startswith(BEARER_PREFIX):
         return None
-    token = header[len(BEARER_PREFIX) :].strip()
-    return token or None
+    token = header[len(BEARER_PREFIX) :]
+    if not token or token != token.strip():
+        return None
+    return token
 
 
 def authenticate(request: Request, tokens: UploadTokenTable) -> UploadGrant | None:
