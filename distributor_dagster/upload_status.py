@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from distributor_dagster.tags import tag_value
+
 UPLOAD_RUN_ID_TAG = "distributor/upload_run_id"
 #: prefix of the per-upload tag key: ``distributor/upload.<stamp>.<hex>``
 UPLOAD_TAG_PREFIX = "distributor/upload."
@@ -22,10 +24,11 @@ UPLOAD_TAG_PREFIX = "distributor/upload."
 def upload_tag(upload_run_id: str) -> tuple[str, str]:
     """The run tag naming one upload a run publishes: key ``distributor/upload.<stamp>.<hex>``
     (the upload run id ``<pipeline>.<stamp>.<hex>`` without its pipeline id, so the key keeps to
-    Dagster's tag key rules whatever the pipeline id's length), value the pipeline id. A batch run
-    carries one per upload, so ``GET /runs/<id>`` and the UI's tag filter find it."""
+    Dagster's tag key rules whatever the pipeline id's length), value the pipeline id (shortened
+    with a hash when it is longer than a tag value may be, :func:`~distributor_dagster.tags.tag_value`).
+    A batch run carries one per upload, so ``GET /runs/<id>`` and the UI's tag filter find it."""
     pipeline_id, _, rest = upload_run_id[:-26], upload_run_id[-26:-25], upload_run_id[-25:]
-    return f"{UPLOAD_TAG_PREFIX}{rest}", pipeline_id
+    return f"{UPLOAD_TAG_PREFIX}{rest}", tag_value(pipeline_id)
 
 _STATUS_MAP = {
     "QUEUED": "queued",

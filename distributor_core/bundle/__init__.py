@@ -12,7 +12,8 @@ Must not know: destinations, state, storage backends, any shell.
 
 from __future__ import annotations
 
-from distributor_core.bundle import build, codec, digest, disk, errors, model, paths, validate, verify, write
+from distributor_core.bundle import admission, build, codec, digest, disk, errors, model, paths, validate, verify, write
+from distributor_core.bundle.admission import *  # noqa: F403
 from distributor_core.bundle.build import *  # noqa: F403
 from distributor_core.bundle.codec import *  # noqa: F403
 from distributor_core.bundle.digest import *  # noqa: F403
@@ -35,3 +36,4 @@ __all__ += verify.__all__
 __all__ += disk.__all__
 __all__ += build.__all__
 __all__ += write.__all__
+__all__ += admission.__all__

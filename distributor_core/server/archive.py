@@ -49,6 +49,7 @@ from distributor_core.bundle import (
     BundleError,
     Manifest,
     ManifestFile,
+    check_upload_id,
     load_manifest,
     validate_manifest,
     verify,
@@ -533,6 +534,10 @@ def _check_bundle(root: Path, extractor: _Extractor) -> Manifest:
         raise ArchiveError(f"archive has no root-level {MANIFEST_NAME}")
     try:
         manifest = load_manifest(root)
+    except BundleError as exc:
+        raise InvalidBundleError(str(exc)) from None
+    try:
+        check_upload_id(manifest.id)
     except BundleError as exc:
         raise InvalidBundleError(str(exc)) from None
     listed = [record.path for record in manifest.files]

@@ -25,7 +25,15 @@ from urllib.parse import quote
 import httpx
 
 from distributor_core import jsonfmt
-from distributor_core.bundle import BundleError, BundleFile, Manifest, load_manifest, validate_bundle, write_bundle
+from distributor_core.bundle import (
+    BundleError,
+    BundleFile,
+    Manifest,
+    check_upload_id,
+    load_manifest,
+    validate_bundle,
+    write_bundle,
+)
 from distributor_core.timefmt import parse_rfc3339
 from distributor_core.upload.archive import iter_file, write_archive
 from distributor_core.upload.errors import (
@@ -168,6 +176,7 @@ class UploadClient:
             raise ValueError("root is required")
         key = idempotency_key_or_new(idempotency_key)
         manifest = self._local(lambda: load_manifest(root))
+        self._local(lambda: check_upload_id(manifest.id))
         if not disable_validation:
             self._local(lambda: validate_bundle(root, manifest))
         with tempfile.TemporaryDirectory(prefix="distributor-upload-") as scratch:
@@ -201,6 +210,7 @@ class UploadClient:
         scratch = Path(tempfile.mkdtemp(prefix="distributor-upload-", dir=temp_dir))
         try:
             root = scratch / "bundle"
+            self._local(lambda: check_upload_id(id))
             manifest = self._local(lambda: write_bundle(root, id=id, files=list(files), created=created))
             if not disable_validation:
                 self._local(lambda: validate_bundle(root, manifest))

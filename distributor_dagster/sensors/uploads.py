@@ -7,7 +7,9 @@ N / ``bundles_per_run`` run workers instead of N; each upload's record still get
 and the Dagster run id. A run carries the tags ``distributor/pipeline`` and, per upload,
 ``distributor/upload.<stamp>.<hex>`` (:func:`~distributor_dagster.upload_status.upload_tag`); a
 run of one upload also ``distributor/upload_run_id`` and ``distributor/bundle_id``. The run key
-is the upload run id for one upload, ``<first>..<last>`` for a batch.
+is the upload run id for one upload, ``<first>..<last>`` for a batch. Tag values and the run key
+(a tag too) longer than PostgreSQL indexes are shortened with a hash
+(:func:`~distributor_dagster.tags.tag_value`); the full bundle id is in the upload record.
 
 Which uploads a tick requests is the upload store's answer
 (:meth:`~distributor_core.staging.store.UploadStore.scan_accepted`, :mod:`distributor_core.staging.accepted`).
@@ -36,6 +38,7 @@ from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.publish.config import run_config
 from distributor_dagster.sensors.staging_scan import uploads_view
 from distributor_dagster.site import Site
+from distributor_dagster.tags import tag_value, tag_values
 from distributor_dagster.upload_status import upload_tag
 
 if TYPE_CHECKING:
@@ -53,9 +56,9 @@ def upload_run_request(
     else:
         tags["distributor/uploads"] = str(len(batch))
     return dg.RunRequest(
-        run_key=first.run_id if len(batch) == 1 else f"{first.run_id}..{last.run_id}",
+        run_key=tag_value(first.run_id if len(batch) == 1 else f"{first.run_id}..{last.run_id}"),
         run_config=run_config(prefix, upload_run_ids=[record.run_id for record in batch]),
-        tags=tags,
+        tags=tag_values(tags),
     )
 
 

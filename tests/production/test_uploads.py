@@ -6,24 +6,31 @@ finishes the same upload record."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from pathlib import Path
 
 import dagster as dg
 import httpx
 import pytest
 
 from distributor_core import staging as sg
+from distributor_core.bundle import MAX_ID_BYTES
+from distributor_dagster.tags import MAX_TAG_VALUE_BYTES
+from distributor_dagster.upload_status import upload_tag
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.production.harness import (
     Deployment,
     lifecycle,
     reexecute_from_failure,
     runs_tagged,
+    sensor_ticks,
     wait_finished,
     wait_for,
     wait_ticks_after,
 )
-from tests.server.harness import TOKEN, bundle_archive, published, upload, write_setup
+from tests.server.harness import TOKEN, bundle_archive, bundle_dir, published, tar_of_dir, upload, write_setup
 
 pytestmark = pytest.mark.dagster
 
@@ -112,3 +119,43 @@ def test_a_failed_upload_run_re_executed_from_failure_finishes_the_same_record(d
         assert published(destination) == {"report.md": REPORT, "summary.txt": SUMMARY}
         # the uploads sensor never launched a second run for the record
         assert {r.run_id for r in runs_tagged(instance, upload_run_id=run_id)} == {parent, child}
+
+
+def test_a_long_bundle_id_is_bounded_at_admission_and_in_every_run_tag(deployment: Deployment) -> None:
+    """Issue 35, item 6: an id over the admission limit is refused with ``400`` (a 4,000-character
+    one failed the sensor tick on PostgreSQL, ``index row size ... exceeds maximum 2704``, and the
+    retry launched the run without its tags); an id at the limit is published by one run whose
+    every tag value fits the index (the bundle id shortened with its hash), found by its upload
+    tag, the full id kept in the materialization metadata and the destination state."""
+    setup = write_setup(deployment.root / "site")
+    deployment.use_config(setup.config_path, setup.environ)
+    at_limit = "reports." + "é" * ((MAX_ID_BYTES - len("reports.")) // 2)
+    assert len(at_limit.encode()) == MAX_ID_BYTES
+    with deployment.instance() as instance, deployment.running(serve=True) as up, \
+            httpx.Client(base_url=up.serve_url, timeout=30) as http:
+        refused = upload(http, "reports", _archive_with_id(deployment.root / "long", "r" * 4000))
+        assert (refused.status_code, refused.json()) == (400, {"error": (
+            f"invalid source bundle: manifest id is 4000 bytes; the limit is {MAX_ID_BYTES} bytes (UTF-8)")})
+        run_id = upload(http, "reports", _archive_with_id(deployment.root / "at-limit", at_limit)).json()["run_id"]
+        view = _status(http, run_id, {"succeeded", "failed"})
+        assert view["status"] == "succeeded", view
+        [run] = runs_tagged(instance, upload_run_id=run_id)
+        assert [r.run_id for r in instance.get_runs(filters=dg.RunsFilter(tags=dict([upload_tag(run_id)])))] == [
+            run.run_id] == [view["dagster_run_id"]]
+        assert run.tags["dagster/sensor_name"] == SENSOR
+        assert all(len(value.encode()) <= MAX_TAG_VALUE_BYTES for value in run.tags.values()), run.tags
+        shown = run.tags["distributor/bundle_id"]
+        assert shown.endswith("…sha256:" + hashlib.sha256(at_limit.encode()).hexdigest())
+        assert at_limit.startswith(shown.split("…sha256:")[0]) and len(shown) > 100
+        # every tick of the sensor succeeded or skipped: none failed on the index
+        assert {t.status.value for t in sensor_ticks(instance, SENSOR)} <= {"SUCCESS", "SKIPPED"}
+        event = instance.get_latest_materialization_event(dg.AssetKey(["reports", "dest1"]))
+        assert event is not None and event.asset_materialization is not None
+        assert event.asset_materialization.metadata["source_id"].value == at_limit
+    state = json.loads((setup.destinations["reports/dest1"] / ".distributor.json").read_text())
+    assert state["source"]["manifest"]["id"] == at_limit
+
+
+def _archive_with_id(root: Path, bundle_id: str) -> bytes:
+    bundle_dir(root, bundle_id=bundle_id)
+    return tar_of_dir(root)
