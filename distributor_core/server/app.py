@@ -48,6 +48,7 @@ from distributor_core.server.service import NO_UPLOAD_PIPELINE, Ticket, UploadSe
 from distributor_core.server.shared import SharedUploadService
 from distributor_core.server.shared_publisher import SharedPublisher
 from distributor_core.staging import RandomSuffix, random_suffix
+from distributor_core.storage import StorageError
 from distributor_core.timefmt import Clock
 
 log = logging.getLogger("distributor.server")
@@ -67,8 +68,20 @@ class JSONBody(JSONResponse):
         return (dumps_compact(content) + "\n").encode("utf-8")
 
 
-def error_response(status_code: int, message: str, *, retryable: bool = False) -> JSONBody:
-    return JSONBody(errors.error_body(message, retryable=retryable), status_code=status_code)
+def error_response(status_code: int, message: str, *, retryable: bool = False,
+                   retry_after: int | None = None) -> JSONBody:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return JSONBody(errors.error_body(message, retryable=retryable), status_code=status_code, headers=headers)
+
+
+def rejected(exc: errors.UploadRejected) -> JSONBody:
+    return error_response(exc.status_code, exc.message, retryable=exc.retryable, retry_after=exc.retry_after)
+
+
+def unavailable(what: str, exc: BaseException) -> JSONBody:
+    """``503`` for a staging store or disk that failed; the operator's detail goes to the log."""
+    log.warning("distributor: %s: the upload staging failed: %s", what, exc)
+    return rejected(errors.staging_unavailable())
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -287,7 +300,9 @@ def create_app(
                 service.admit, pipeline_id, grant.token_id, key, content_length(request), limiter=quick
             )
         except errors.UploadRejected as exc:
-            return error_response(exc.status_code, exc.message, retryable=exc.retryable)
+            return rejected(exc)
+        except (OSError, StorageError) as exc:
+            return unavailable(f"admitting an upload for pipeline {pipeline_id}", exc)
         try:
             await receive_body(request, ticket.archive, ticket.limit, idle_timeout, min_rate)
             accepted = await to_thread.run_sync(
@@ -295,11 +310,13 @@ def create_app(
                 limiter=staging,
             )
         except errors.UploadRejected as exc:
-            return error_response(exc.status_code, exc.message, retryable=exc.retryable)
+            return rejected(exc)
         except StagingError as exc:
             return error_response(exc.status_code, str(exc))
         except ClientDisconnect:
             return error_response(400, "invalid upload archive: request body was not completely received")
+        except (OSError, StorageError) as exc:  # the staging disk or store, not the request
+            return unavailable(f"staging an upload for pipeline {pipeline_id}", exc)
         except Exception:
             log.exception("distributor: staging an upload for pipeline %s failed", pipeline_id)
             return error_response(500, errors.INTERNAL)
@@ -320,7 +337,12 @@ def create_app(
         grant = authenticate(request, service.tokens)
         if grant is None:
             return error_response(401, errors.UNAUTHORIZED)
-        view = service.status(run_id, grant)
+        try:
+            view = service.status(run_id, grant)
+        except errors.UploadRejected as exc:
+            return rejected(exc)
+        except (OSError, StorageError) as exc:
+            return unavailable("reading a run's status", exc)
         if view is None:
             return error_response(404, errors.RUN_NOT_FOUND)
         return JSONBody(view)

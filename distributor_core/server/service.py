@@ -16,6 +16,7 @@ then ``handoff`` or ``_lock``.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections import deque
@@ -515,8 +516,13 @@ class UploadService:
         self.expire()
         try:
             record = sg.read_record(self.staging_path(pipeline_id), run_id)
-        except (OSError, sg.RecordError):
+        except (FileNotFoundError, NotADirectoryError, sg.RecordError):
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link where a record should be: no record of ours
+                return None
+            log.warning("distributor: reading the record of upload %s failed: %s", run_id, exc)
+            raise errors.staging_unavailable() from None
         if record.pipeline_id != pipeline_id:
             return None
         if self.mode == "dagster":

@@ -337,8 +337,10 @@ class SharedUploadService:
                 holder = store.key_holder(ticket.token_id, ticket.key)
                 if holder is not None and holder != run_id:  # another admission won the key: its replay
                     return self._answer_taken(store, holder, identity, ticket.key)
-            if isinstance(exc, StoreConflict):
-                raise errors.UploadRejected(503, f"upload not accepted: {exc}", retryable=True) from None
+            if isinstance(exc, StoreConflict):  # its detail names runs of other uploads: the log's
+                log.warning("distributor: upload %s of pipeline %s was not admitted: %s", run_id,
+                            ticket.pipeline_id, exc)
+                raise errors.not_admitted() from None
             raise
         self.queue.admitted(run_id, ticket.token_id)
         with self._lock:
@@ -399,7 +401,10 @@ class SharedUploadService:
             return None
         try:
             found = self.pipelines[pipeline_id].store.read(run_id)
-        except (StorageError, sg.RecordError):
+        except StorageError as exc:  # the upload may well exist: never a 404 for it (issue 35, item 5)
+            log.warning("distributor: reading the record of upload %s failed: %s", run_id, exc)
+            raise errors.staging_unavailable() from None
+        except sg.RecordError:
             return None
         if found is None or found.record.pipeline_id != pipeline_id:
             return None

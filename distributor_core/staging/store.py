@@ -218,6 +218,12 @@ def shared_display(source: HTTPUploadSource) -> str:
     return f"s3://{store.bucket}/{store.prefix}".rstrip("/")
 
 
+#: botocore's attempts per request to a shared staging store: an upload waiting on a store that
+#: does not answer gets its ``503`` within about three seconds (two retries, backing off up to 1 and
+#: 2 s) and retries itself; every loop over the store (publishers, expiry, sensors) looks again
+STAGING_ATTEMPTS = 3
+
+
 def open_upload_store(pipeline: Pipeline, env: Any = None, *, admission_lease: timedelta | None = None) -> UploadStore:
     """The upload store of an ``http_upload`` pipeline: its shared S3 staging (credentials
     resolved through ``env`` as for S3 destinations; ``admission_lease``: its key claims'
@@ -229,7 +235,8 @@ def open_upload_store(pipeline: Pipeline, env: Any = None, *, admission_lease: t
         return LocalUploadStore(pipeline.id, source.staging_path)
     from distributor_core.storage.s3 import S3Storage
 
-    storage = S3Storage.from_config(source.staging_store, env, context="server.http.staging_s3")
+    storage = S3Storage.from_config(source.staging_store, env, context="server.http.staging_s3",
+                                    max_attempts=STAGING_ATTEMPTS)
     store = ObjectStagingStore(storage, pipeline.id, **({"abandon_after": admission_lease} if admission_lease else {}))
     return SharedUploadStore(store, shared_display(source), source.staging_path)
 

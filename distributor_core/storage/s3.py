@@ -381,7 +381,8 @@ class S3Storage(Storage):
 
     @classmethod
     def from_config(
-        cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False, context: str | None = None
+        cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False, context: str | None = None,
+        max_attempts: int | None = None,
     ) -> S3Storage:
         """Open the backend described by an ``s3`` source or destination config (interfaces §1.6).
 
@@ -389,7 +390,7 @@ class S3Storage(Storage):
         Credential names resolve through ``env.lookup`` (see :func:`resolve_credentials`; a
         missing or empty value raises ``SecretError`` naming the variable, with ``context``,
         e.g. ``pipelines[0].destinations[1]``, as its prefix). Without names the boto3 default
-        chain applies.
+        chain applies. ``max_attempts``: botocore's attempts per request (default 5).
         """
         keys = resolve_credentials(getattr(cfg, "credentials", None), env, context=context)
         access_key_id, secret_access_key = keys if keys is not None else (None, None)
@@ -403,6 +404,7 @@ class S3Storage(Storage):
             secret_access_key=secret_access_key,
             dry_run=dry_run,
             conditional_writes=getattr(cfg, "conditional_writes", None),
+            **({"max_attempts": max_attempts} if max_attempts is not None else {}),
         )
 
     def below(self, relative: str) -> S3Storage:

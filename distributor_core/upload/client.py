@@ -15,11 +15,11 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -56,6 +56,8 @@ DEFAULT_TIMEOUT = 30.0
 MAX_ERROR_TEXT = 1024
 MAX_UPLOAD_RESPONSE = 1024 * 1024
 MAX_STATUS_RESPONSE = 64 * 1024 * 1024
+
+_T = TypeVar("_T")
 
 #: transport failures worth another attempt: the request may not have reached the server, or
 #: the answer was lost (connection reset or closed mid-exchange, incomplete response)
@@ -104,12 +106,18 @@ class RunStatus(_RedactedRepr):
     _redact: Redactor | None = field(default=None, repr=False, compare=False)
 
 
-class _Retry(Exception):
-    """An attempt failed in a way that may be retried; ``error`` is raised after the last one."""
+#: the longest ``Retry-After`` the client waits (a larger value waits this long)
+MAX_RETRY_AFTER = 60.0
 
-    def __init__(self, error: UploadError) -> None:
+
+class _Retry(Exception):
+    """An attempt failed in a way that may be retried; ``error`` is raised after the last one.
+    ``retry_after``: the seconds the server asked for (``Retry-After``), if any."""
+
+    def __init__(self, error: UploadError, retry_after: float | None = None) -> None:
         super().__init__(str(error))
         self.error = error
+        self.retry_after = retry_after
 
 
 class UploadClient:
@@ -243,19 +251,26 @@ class UploadClient:
     def _upload(
         self, pipeline_id: str, archive: Path, key: str, cancel_event: threading.Event | None
     ) -> UploadResult:
-        attempts = self.retry.attempts
-        last: UploadError | None = None
-        for attempt in range(1, attempts + 1):
-            if attempt > 1 and self._wait(self.retry.delay(attempt - 1), cancel_event):
-                raise UploadCancelledError("upload cancelled")
+        return self._retrying(lambda: self._attempt(pipeline_id, archive, key), cancel_event, "upload cancelled")
+
+    def _retrying(self, attempt: Callable[[], _T], cancel_event: threading.Event | None, cancelled: str) -> _T:
+        """``attempt`` until it does not raise :class:`_Retry`, at most ``retry.attempts`` times;
+        the wait before retry *n* is the policy's delay, or the server's ``Retry-After`` when
+        that is longer (at most :data:`MAX_RETRY_AFTER`)."""
+        last: _Retry | None = None
+        for number in range(1, self.retry.attempts + 1):
+            if last is not None:
+                delay = max(self.retry.delay(number - 1), min(last.retry_after or 0.0, MAX_RETRY_AFTER))
+                if self._wait(delay, cancel_event):
+                    raise UploadCancelledError(cancelled)
             if cancel_event is not None and cancel_event.is_set():
-                raise UploadCancelledError("upload cancelled")
+                raise UploadCancelledError(cancelled)
             try:
-                return self._attempt(pipeline_id, archive, key)
+                return attempt()
             except _Retry as retry:
-                last = retry.error
+                last = retry
         assert last is not None
-        raise last
+        raise last.error
 
     @staticmethod
     def _wait(delay: float, cancel_event: threading.Event | None) -> bool:
@@ -276,7 +291,7 @@ class UploadClient:
         request = self.http_client.build_request(
             "POST", self.upload_url(pipeline_id), headers=headers, content=iter_file(archive)
         )
-        code, reason, body = self._send(request, MAX_UPLOAD_RESPONSE, retry_transport=True)
+        code, reason, body, retry_after = self._send(request, MAX_UPLOAD_RESPONSE, retry_transport=True)
         if code == 202:
             data = _json_object(body)
             run_id = data.get("run_id") if data is not None else None
@@ -295,10 +310,13 @@ class UploadClient:
             raise UploadError(self._redact(f"unexpected upload response {code} {reason}"))
         error = self._http_error(code, reason, body)
         if code == 503:
-            raise _Retry(error)
+            raise _Retry(error, retry_after)
         raise error
 
-    def _send(self, request: httpx.Request, limit: int, *, retry_transport: bool) -> tuple[int, str, bytes]:
+    def _send(
+        self, request: httpx.Request, limit: int, *, retry_transport: bool
+    ) -> tuple[int, str, bytes, float | None]:
+        """``(status, reason, body, Retry-After seconds)`` of one exchange."""
         failure: httpx.HTTPError | None = None
         try:
             response = self.http_client.send(request, stream=True)
@@ -317,7 +335,7 @@ class UploadClient:
                 raise _Retry(error)
             raise error
         reason = response.reason_phrase or _phrase(response.status_code)
-        return response.status_code, reason, body
+        return response.status_code, reason, body, _retry_after(response.headers.get("retry-after"))
 
     def _http_error(self, code: int, reason: str, body: bytes) -> HTTPError:
         data = _json_object(body)
@@ -335,15 +353,22 @@ class UploadClient:
 
     # ------------------------------------------------------------------ status
 
-    def status(self, run_id: str) -> RunStatus:
-        """One ``GET /runs/<id>`` (no retries); 404 once the record expired or is not visible."""
+    def status(self, run_id: str, cancel_event: threading.Event | None = None) -> RunStatus:
+        """``GET /runs/<id>``; 404 once the record expired or is not visible. A ``503`` (the
+        server's staging store does not answer) and network failures are retried as uploads are
+        (a status read changes nothing)."""
         if not run_id:
             raise ValueError("run id is required")
+        return self._retrying(lambda: self._status_attempt(run_id), cancel_event, "status request cancelled")
+
+    def _status_attempt(self, run_id: str) -> RunStatus:
         request = self.http_client.build_request(
             "GET", self.status_url(run_id),
             headers={"Authorization": f"Bearer {self._token}", "Accept": "application/json"},
         )
-        code, reason, body = self._send(request, MAX_STATUS_RESPONSE, retry_transport=False)
+        code, reason, body, retry_after = self._send(request, MAX_STATUS_RESPONSE, retry_transport=True)
+        if code == 503:
+            raise _Retry(self._http_error(code, reason, body), retry_after)
         if code != 200:
             raise self._http_error(code, reason, body)
         data = _json_object(body)
@@ -375,6 +400,13 @@ def _read_limited(response: httpx.Response, limit: int) -> bytes:
             break
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds of a ``Retry-After`` header in its seconds form (an HTTP date is not used)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

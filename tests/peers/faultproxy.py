@@ -8,6 +8,10 @@ response goes back to the client as usual. Runs in threads of the test process::
         proxy.hold("PUT", r"/records/", seconds=5)   # the next matching request, once
         ... point the client's endpoint at proxy.url ...
         proxy.held.wait()                            # a request is being held now
+
+An outage (``proxy.outage.set()``): every connection is cut, as a store that went away cuts
+them: a new one is closed at once, a request on an open one is not sent on (the connection is
+shut down), until ``proxy.outage.clear()``; ``cut`` counts the requests and connections cut.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ class FaultProxy:
     held: threading.Event = field(default_factory=threading.Event)
     #: ``(method, path)`` of every request held, in order
     holds: list[tuple[str, str]] = field(default_factory=list)
+    #: while set, the target is away: connections and requests are cut
+    outage: threading.Event = field(default_factory=threading.Event)
+    #: connections and requests cut by an outage
+    cut: int = 0
 
     def __post_init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -65,6 +73,9 @@ class FaultProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self.outage.is_set():
+                self._cut(client)
+                continue
             try:
                 upstream = socket.create_connection((self.target_host, self.target_port))
             except OSError:
@@ -101,6 +112,9 @@ class FaultProxy:
                 headers = {k.strip().lower(): v.strip() for k, _, v in
                            (line.partition(":") for line in head.decode("latin-1").split("\r\n")[1:] if line)}
                 body, buffer = self._body(client, buffer, headers)
+                if self.outage.is_set():
+                    self._cut(client)
+                    return
                 seconds = self._delay(head)
                 if seconds:
                     self.held.set()
@@ -115,6 +129,11 @@ class FaultProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def _cut(self, client: socket.socket) -> None:
+        with self._lock:
+            self.cut += 1
+        client.close()
 
     @staticmethod
     def _body(client: socket.socket, buffer: bytes, headers: dict[str, str]) -> tuple[bytes, bytes]:

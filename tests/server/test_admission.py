@@ -60,7 +60,9 @@ def test_a_failure_after_promotion_rolls_the_record_back(tmp_path: Path, monkeyp
     with serve_setup(setup) as server, server.client() as http:
         before = snapshot(setup.staging_root)
         failed = upload(http, "reports", archive, key="late-failure")
-        assert (failed.status_code, failed.json()) == (500, {"error": "internal error"})
+        # the staging disk failed, not the request: a 503 to retry (issue 35, item 5)
+        assert (failed.status_code, failed.json(), failed.headers["retry-after"]) == (
+            503, {"error": "upload staging is unavailable", "retryable": True}, "2")
         assert calls, "the fault was not injected"
         # nothing of it stays: no record, no index entry, no slot, no key in flight (the token's
         # index directory and the sequence number may remain)
@@ -90,7 +92,9 @@ def test_a_failure_to_sync_the_bundle_records_nothing(tmp_path: Path, monkeypatc
     with serve_setup(setup) as server, server.client() as http:
         before = snapshot(setup.staging_root)
         failed = upload(http, "reports", archive, key="early-failure")
-        assert (failed.status_code, failed.json()) == (500, {"error": "internal error"})
+        # the staging disk failed, not the request: a 503 to retry (issue 35, item 5)
+        assert (failed.status_code, failed.json(), failed.headers["retry-after"]) == (
+            503, {"error": "upload staging is unavailable", "retryable": True}, "2")
         assert calls, "the fault was not injected"
         assert snapshot(setup.staging_root) == before  # not even a sequence number was issued
         assert sg.list_records(staging) == [] and server.service.pending_count() == 0
