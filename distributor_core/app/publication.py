@@ -143,6 +143,7 @@ def action_entry(
         reconciliation_mode=policy.reconciliation_mode,
         status=outcome.status if outcome is not None else "failed",
         error=(outcome.error if outcome is not None else "") or error,
+        error_kind=outcome.error_kind if outcome is not None else "",
         outcome=outcome,
     )
     if plan is not None:
@@ -222,6 +223,7 @@ def publish_to(
     except Exception as exc:  # remembered by the pool: every bundle reports the same failure
         entry = action_entry(pipeline, destination, bundle, None, error=str(exc))
         kind = getattr(getattr(exc, "kind", None), "value", "")
+        entry.error_kind = kind
         entry.refusal = refusals.for_destination_error(destination.storage, kind, pipeline.id, destination.id)
         return entry
     request = PlanRequest(

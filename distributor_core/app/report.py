@@ -40,6 +40,9 @@ class ActionReport(msgspec.Struct):
     warnings: list[str] = msgspec.field(default_factory=list)
     #: where and how to fix a refusal or failure (``refusal`` in JSON, a ``Refusal:`` text line)
     refusal: Refusal | None = None
+    #: the storage error kind of a failure (``unavailable``, ``permission``...; not serialised):
+    #: the failure's class in what a producer is told (:mod:`distributor_core.app.public`)
+    error_kind: str = ""
     #: the outcome this entry was made from (not serialised); Dagster reads plans from it
     outcome: PublishOutcome | None = None
 

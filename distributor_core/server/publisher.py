@@ -70,10 +70,16 @@ def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -
         source.close()
 
 
-def publication_error(exc: Exception) -> str:
-    """What an upload's record says of a publication that raised: the first line of the error."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def log_failure(run_id: str, report: object, exc: BaseException | None) -> None:
+    """The operator's account of a failed publication, for the server log: the run report's error
+    (refusals with their root, paths and remedy) or the exception. The upload's record keeps only
+    what a producer may read (:func:`~distributor_core.staging.records.finished_changes`)."""
+    if exc is not None:
+        log.warning("distributor: publishing upload %s failed: %s: %s", run_id, type(exc).__name__, exc)
+        return
+    failed, message = sg.report_failed(report)
+    if failed:
+        log.warning("distributor: publishing upload %s failed: %s", run_id, message)
 
 
 @dataclass(frozen=True)
@@ -204,12 +210,14 @@ class InlinePublisher:
         record = sg.mark_running(staging_path, job.run_id, clock=service.clock)
         service.update(record)
         report: object = None
-        error = ""
+        error: Exception | None = None
         try:
             report = self.publish(service, record)
         except Exception as exc:
-            error = publication_error(exc)
+            error = exc
+        log_failure(job.run_id, report, error)
         record = sg.mark_finished(
-            staging_path, job.run_id, report=report, error=error, clock=service.clock, redact=service.redactions
+            staging_path, job.run_id, report=report, error=error or "", clock=service.clock,
+            redact=service.redactions
         )
         service.update(record)

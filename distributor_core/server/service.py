@@ -55,6 +55,8 @@ PublisherMode = Literal["inline", "dagster"]
 DagsterLookup = RunStatusSource
 
 ARCHIVE_NAME = "upload.archive"
+#: ``GET /runs/<id>``'s error while the Dagster run that failed has not recorded the outcome
+DAGSTER_RUN_FAILED = "failed: the Dagster run failed (its logs in Dagster have the details)"
 NO_UPLOAD_PIPELINE = "serve requires at least one http_upload pipeline"
 
 
@@ -602,8 +604,10 @@ def dagster_overlay(
     if status not in sg.STATUSES:
         return record
     changes: dict[str, Any] = {"status": status, "dagster_run_id": dagster_run_id or record.dagster_run_id}
-    if status == sg.FAILED:
-        changes["error"] = sg.scrub(error or "dagster run failed", redactions)
+    if status == sg.FAILED:  # the run's own error is the operator's (its logs); issue 35, item 7
+        log.info("distributor: Dagster run %s of upload %s failed: %s", dagster_run_id, record.run_id,
+                 sg.scrub(error or "", redactions))
+        changes["error"] = DAGSTER_RUN_FAILED
     return replace(record, **changes)
 
 

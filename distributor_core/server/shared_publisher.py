@@ -33,7 +33,7 @@ import time
 
 from distributor_core import staging as sg
 from distributor_core.lease import Lease, LeaseLost
-from distributor_core.server.publisher import PublishFunction, publication_error, publish_staged_upload
+from distributor_core.server.publisher import PublishFunction, log_failure, publish_staged_upload
 from distributor_core.server.shared import SharedPipeline, SharedUploadService
 from distributor_core.storage import StorageError
 
@@ -120,14 +120,15 @@ class SharedPublisher:
     def _run(self, pipeline: SharedPipeline, record: sg.UploadRecord, lease: Lease) -> None:
         service = self.service
         report: object = None
-        error = ""
+        error: Exception | None = None
         with lease.kept():
             try:
                 report = self.publish(service, record)
             except Exception as exc:
-                error = publication_error(exc)
+                error = exc
+        log_failure(record.run_id, report, error)
         try:
-            pipeline.uploads.mark_finished(record.run_id, report=report, error=error, clock=service.clock,
+            pipeline.uploads.mark_finished(record.run_id, report=report, error=error or "", clock=service.clock,
                                            redact=service.redactions, fence=lease.check)
         except LeaseLost:
             log.warning("distributor: the publication lease of upload %s was taken over; its outcome is "

@@ -59,6 +59,7 @@ from distributor_core.staging.layout import (
 from distributor_core.staging.records import (
     MAX_RECORD_SIZE,
     SCHEMA_VERSION,
+    PublicText,
     UploadRecord,
     hand_back,
     mark_finished,
@@ -121,6 +122,7 @@ __all__ = [
     "PipelineStaging",
     "Placement",
     "PromotedError",
+    "PublicText",
     "RandomSuffix",
     "RecordError",
     "StagingSetupError",

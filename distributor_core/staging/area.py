@@ -19,7 +19,7 @@ from distributor_core.staging import layout as ly
 from distributor_core.staging.fsio import atomic_write, fsync_dir, remove_tree, sync_paths, sync_tree
 from distributor_core.staging.index import key_sha256, read_small, remove_index, write_index
 from distributor_core.staging.layout import RecordError
-from distributor_core.staging.records import UploadRecord, mark_finished, read_record, record_bytes
+from distributor_core.staging.records import PublicText, UploadRecord, mark_finished, read_record, record_bytes
 from distributor_core.staging.scan import iter_run_ids
 
 
@@ -225,7 +225,7 @@ class PipelineStaging:
                     continue
                 try:
                     replaced[record.run_id] = mark_finished(
-                        self.path, record.run_id, error=DUPLICATE_ERROR.format(keeper=keeper.run_id)
+                        self.path, record.run_id, error=PublicText(DUPLICATE_ERROR.format(keeper=keeper.run_id))
                     )
                 except (OSError, RecordError) as exc:
                     report.unreadable_records.append((record.run_id, f"duplicate not settled: {exc}"))

@@ -304,29 +304,51 @@ def report_failed(report: Any) -> tuple[bool, str]:
     return failed, "run failed" if failed else ""
 
 
+class PublicText(str):
+    """An error text a producer may read as it is: a fixed text of distributor's naming only what
+    the producer sent (a run id, a quota knob). Any other ``str`` given as a publication's
+    ``error`` is the operator's and is not shown to producers (issue 35, item 7)."""
+
+
 def finished_changes(
     current: UploadRecord,
     *,
     report: Any = None,
-    error: str = "",
+    error: str | BaseException = "",
     dagster_run_id: str | None = None,
     clock: Clock | None = None,
     redact: Iterable[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """The record fields that end a publication, wherever the record is kept: the run succeeded
-    iff ``error`` is empty and ``report`` (a ``RunReport`` or its dict) is ok; a failed report
-    without ``error`` takes the report's error message. ``redact`` lists ``(host path,
-    placeholder)`` pairs scrubbed from the error and report (records never carry host paths,
-    resolutions D2)."""
-    failed, message = report_failed(report)
-    error = error or message
+    iff there is no ``error`` and ``report`` (a ``RunReport`` or its dict) is ok.
+
+    What the record keeps is what ``GET /runs/<id>`` shows producers
+    (:mod:`distributor_core.app.public`): the failure class and a short reason of each failed
+    destination, of an ``error`` that is an exception, or a :class:`PublicText` as it is; an
+    ``error`` that is any other text (the operator's) becomes a generic line; the report without
+    what belongs to the server's hosts. The caller logs the operator's detail (the server log,
+    the Dagster run). ``redact`` lists ``(host path, placeholder)`` pairs scrubbed on top
+    (records never carry host paths, resolutions D2)."""
+    from distributor_core.app import public
+    from distributor_core.app.report import RunReport
+
+    failed, _ = report_failed(report)
     status = FAILED if (error or failed) else SUCCEEDED
-    report_obj = report.to_dict() if hasattr(report, "to_dict") else report
+    parts: list[str] = []
+    if failed:
+        parts.append(public.report_error(report) if isinstance(report, RunReport) else public.dict_error(report))
+    if isinstance(error, BaseException):
+        parts.append(public.exception_error(error))
+    elif isinstance(error, PublicText):
+        parts.append(str(error))
+    elif error:
+        parts.append(public.GENERIC)
+    report_obj = public.report_dict(report) if report is not None else None
     pairs = list(redact)
     changes: dict[str, Any] = {
         "status": status,
         "finished_at": now_seconds(clock),
-        "error": scrub(error, pairs),
+        "error": scrub("; ".join(dict.fromkeys(parts)), pairs),
         "report": scrub(report_obj, pairs) if report_obj is not None else None,
     }
     if dagster_run_id is not None:
@@ -350,7 +372,7 @@ def mark_finished(
     run_id: str,
     *,
     report: Any = None,
-    error: str = "",
+    error: str | BaseException = "",
     dagster_run_id: str | None = None,
     clock: Clock | None = None,
     redact: Iterable[tuple[str, str]] = (),

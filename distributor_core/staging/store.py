@@ -66,7 +66,8 @@ class UploadStore(Protocol):
     def mark_running(self, run_id: str, *, dagster_run_id: str | None = None,
                      clock: Clock | None = None) -> rc.UploadRecord: ...
 
-    def mark_finished(self, run_id: str, *, report: Any = None, error: str = "", dagster_run_id: str | None = None,
+    def mark_finished(self, run_id: str, *, report: Any = None, error: str | BaseException = "",
+                      dagster_run_id: str | None = None,
                       clock: Clock | None = None, redact: Iterable[tuple[str, str]] = ()) -> rc.UploadRecord:
         """End a publication (:func:`~.records.finished_changes`); a succeeded upload's bundle is
         removed."""
@@ -119,7 +120,8 @@ class LocalUploadStore:
                      clock: Clock | None = None) -> rc.UploadRecord:
         return rc.mark_running(self.path, run_id, dagster_run_id=dagster_run_id, clock=clock)
 
-    def mark_finished(self, run_id: str, *, report: Any = None, error: str = "", dagster_run_id: str | None = None,
+    def mark_finished(self, run_id: str, *, report: Any = None, error: str | BaseException = "",
+                      dagster_run_id: str | None = None,
                       clock: Clock | None = None, redact: Iterable[tuple[str, str]] = ()) -> rc.UploadRecord:
         return rc.mark_finished(self.path, run_id, report=report, error=error, dagster_run_id=dagster_run_id,
                                 clock=clock, redact=redact)
@@ -185,7 +187,8 @@ class SharedUploadStore:
                      clock: Clock | None = None) -> rc.UploadRecord:
         return self.store.transition(run_id, **rc.running_changes(dagster_run_id=dagster_run_id, clock=clock)).record
 
-    def mark_finished(self, run_id: str, *, report: Any = None, error: str = "", dagster_run_id: str | None = None,
+    def mark_finished(self, run_id: str, *, report: Any = None, error: str | BaseException = "",
+                      dagster_run_id: str | None = None,
                       clock: Clock | None = None, redact: Iterable[tuple[str, str]] = (),
                       fence: Callable[[], None] | None = None) -> rc.UploadRecord:
         """As :meth:`UploadStore.mark_finished`; ``fence`` (the inline publisher's lease check)

@@ -290,7 +290,7 @@ def _checked_items(
                     yield from zip(items, checked, strict=True)
             except Exception as exc:
                 if items[0].upload_run_id:  # an upload is a group of its own
-                    uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, str(exc),
+                    uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, exc,
                                  selection.dry_run, site.options.clock, store=store)
                 raise
 
@@ -328,8 +328,8 @@ def validate_op(site: Site, routes: Routes, name: str, settings_key: str) -> dg.
                 outcome = bundle_outcome(item.bundle_path, "", checked.error)
                 outcome.metadata.update(refusal_metadata([refusal]))
                 if item.upload_run_id:
-                    uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, message, selection.dry_run,
-                                 site.options.clock, env=site.environment())
+                    uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, checked.error,
+                                 selection.dry_run, site.options.clock, env=site.environment())
             else:
                 manifest = checked.bundle.manifest
                 valid.append(Valid(item, manifest))

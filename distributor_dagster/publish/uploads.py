@@ -102,13 +102,14 @@ def mark_finished(
     dagster_run_id: str,
     *,
     report: RunReport | None = None,
-    error: str = "",
+    error: str | BaseException = "",
     clock: Clock | None = None,
     store: UploadStore | None = None,
     env: Environment | None = None,
 ) -> staging.UploadRecord:
-    """Record the end of the publication; host paths are scrubbed from the stored error and
-    report exactly as the inline publisher does (resolutions D2)."""
+    """Record the end of the publication: the record keeps what a producer may read (the failure
+    class and a short reason; an ``error`` exception is classified, other text is the run log's)
+    exactly as the inline publisher's does (resolutions D2, issue 35 item 7)."""
     with upload_store(pipeline, env, store) as where:
         return where.mark_finished(
             upload_run_id,
@@ -126,7 +127,7 @@ def waiting(pipeline: Pipeline, store: UploadStore) -> list[staging.UploadRecord
     return [record for record in store.waiting() if record.pipeline_id == pipeline.id]
 
 
-def fail(site_config: Config, pipeline: Pipeline, upload_run_id: str, dagster_run_id: str, error: str,
+def fail(site_config: Config, pipeline: Pipeline, upload_run_id: str, dagster_run_id: str, error: str | BaseException,
          dry_run: bool, clock: Clock | None = None, *, store: UploadStore | None = None,
          env: Environment | None = None) -> None:
     """Record a failed publication of an upload (never for dry runs, which leave the record alone)."""
@@ -176,7 +177,7 @@ def batch_records(
             context.log.info(f"upload {run_id} is passed over: {owner}")
             continue
         if not store.has_bundle(run_id):
-            error = f"the staged bundle of upload {run_id} is gone"
+            error = staging.PublicText(f"the staged bundle of upload {run_id} is gone")
             context.log.error(error)
             if not dry_run:
                 mark_finished(config, pipeline, run_id, context.run_id, error=error, clock=clock, store=store)

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from distributor_core import staging as sg
+from distributor_core.app.public import GENERIC
+from distributor_core.server.service import DAGSTER_RUN_FAILED
 from distributor_core.staging import host_redactions
+from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_dagster.upload_status import UPLOAD_RUN_ID_TAG, DagsterRunLookup, map_dagster_status
 from tests.bundle.conftest import REPORT, SUMMARY
 from tests.server.harness import TOKEN, bundle_archive, published, serve_setup, upload, write_setup
@@ -70,8 +73,9 @@ def test_dagster_mode_stages_and_the_publish_job_publishes_and_reports_the_uploa
         (("queued", "d-1", ""), {"status": "queued", "dagster_run_id": "d-1"}),
         (("running", "d-2", ""), {"status": "running", "dagster_run_id": "d-2"}),
         (("succeeded", "d-3", ""), {"status": "succeeded", "dagster_run_id": "d-3"}),
+        # the run's own error is the operator's (issue 35, item 7): producers read where to look
         (("failed", "d-4", "step execute__archive: boom"), {"status": "failed", "dagster_run_id": "d-4",
-                                                           "error": "step execute__archive: boom"}),
+                                                           "error": DAGSTER_RUN_FAILED}),
     ],
 )
 def test_status_overlay(tmp_path: Path, found: tuple[str, str, str], expected: dict[str, Any]) -> None:
@@ -100,7 +104,8 @@ def test_overlay_errors_never_show_host_paths_and_lookup_failures_fall_back(tmp_
         assert http.get(f"/runs/{run_id}", headers=AUTH).json()["status"] == "accepted"
         view = http.get(f"/runs/{run_id}", headers=AUTH).json()
     assert view["status"] == "failed"
-    assert view["error"] == "cannot read <upload>/report.md under <config dir>"
+    assert view["error"] == DAGSTER_RUN_FAILED
+    assert str(staging) not in str(view) and str(setup.root) not in str(view)
 
 
 def test_mark_finished_failure_keeps_the_bundle_and_scrubs_paths(tmp_path: Path) -> None:
@@ -109,13 +114,19 @@ def test_mark_finished_failure_keeps_the_bundle_and_scrubs_paths(tmp_path: Path)
         run_id = upload(http, "reports", bundle_archive(tmp_path)).json()["run_id"]
         staging = setup.staging("reports")
         sg.mark_running(staging, run_id)
+        # an operator's text never reaches the record (issue 35, item 7); an exception is classified
         record = sg.mark_finished(staging, run_id, error=f"disk full writing {staging}/{run_id}/bundle/x",
                                   redact=[(str(setup.root), "<site>")])
-        assert (record.status, record.error) == ("failed", "disk full writing <upload>/x")
+        assert (record.status, record.error) == ("failed", GENERIC)
         assert sg.bundle_dir(staging, run_id).is_dir()
+        sg.mark_running(staging, run_id)
+        disk_full = StorageError("write", "local", "x", ErrorKind.LIMIT_EXCEEDED, OSError(28, f"{staging} is full"))
+        record = sg.mark_finished(staging, run_id, error=disk_full)
+        assert record.error == "limit_exceeded: a limit of the destination was exceeded"
+        sg.mark_running(staging, run_id)
         failed_report = {"summary": {"failed": 1}, "pipelines": [], "actions": []}
         record = sg.mark_finished(staging, run_id, report=failed_report)
-        assert (record.status, record.error) == ("failed", "run failed")
+        assert (record.status, record.error) == ("failed", GENERIC)
         view = http.get(f"/runs/{run_id}", headers=AUTH).json()
         assert view["status"] == "failed" and view["report"] == failed_report
 

@@ -220,7 +220,7 @@ def test_python_client_publishes_through_the_selected_pipeline_only(tmp_path: Pa
     assert published(setup.destinations["reports-two/dest1"]) == {"report.md": REPORT, "summary.txt": SUMMARY}
 
 
-def test_succeeded_run_removes_bundle_failed_run_keeps_it(tmp_path: Path) -> None:
+def test_succeeded_run_removes_bundle_failed_run_keeps_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     setup = write_setup(tmp_path / "site", pipelines={"good": 1, "bad": 1})
     unmanaged = setup.destinations["bad/dest1"] / "report.md"
     unmanaged.parent.mkdir(parents=True)
@@ -232,14 +232,14 @@ def test_succeeded_run_removes_bundle_failed_run_keeps_it(tmp_path: Path) -> Non
         wait_status(http, good, "succeeded")
         failed = wait_status(http, bad, {"failed", "succeeded"})
     assert failed["status"] == "failed"
-    assert failed["error"].startswith("1 destination(s) failed: bad/dest1 [.]: "), failed["error"]
-    assert str(tmp_path) not in failed["error"] and str(tmp_path) not in str(failed["report"])
-    # the run status names the file in the way, the remedy and the docs entry (issue 25), with the
-    # server's host paths replaced by their placeholders
-    assert "(root <destination dest1>; paths (1): <destination dest1>/report.md; remedy: " in failed["error"]
-    assert failed["error"].endswith("see docs/troubleshooting.md#unmanaged-content)")
+    # the producer reads the action, its reason and the docs entry (issue 35, item 7); the root,
+    # the file in the way and the remedy (issue 25) are the operator's, in the server log
+    assert failed["error"] == ("1 destination(s) failed: bad/dest1 [.]: fail_unmanaged: destination has content "
+                               "but no distributor state (see docs/troubleshooting.md#unmanaged-content)")
+    assert str(tmp_path) not in str(failed)
     (refusal,) = [a["refusal"] for a in failed["report"]["actions"] if a["status"] == "failed"]
-    assert (refusal["class"], refusal["paths"]) == ("unmanaged_content", ["<destination dest1>/report.md"])
+    assert refusal == {"class": "unmanaged_content", "docs_url": "docs/troubleshooting.md#unmanaged-content"}
+    assert f"(root {setup.destinations['bad/dest1']}; paths (1): {unmanaged}; remedy: " in caplog.text
     assert not sg.bundle_dir(setup.staging("good"), good).exists()
     assert (setup.staging("good") / good / sg.RECORD_NAME).is_file()
     kept = sg.bundle_dir(setup.staging("bad"), bad)

@@ -76,7 +76,7 @@ def test_named_operations_follow_the_table(tmp_path: Path, operation: object, al
 
 def test_re_execution_of_a_failed_run_updates_the_same_record(tmp_path: Path) -> None:
     _record(tmp_path, UploadStatus.RUNNING)
-    failed = sg.mark_finished(tmp_path, RUN_ID, error="destination locked", dagster_run_id="run-1")
+    failed = sg.mark_finished(tmp_path, RUN_ID, error=sg.PublicText("destination locked"), dagster_run_id="run-1")
     assert (failed.status, failed.error) == ("failed", "destination locked")
     assert sg.bundle_dir(tmp_path, RUN_ID).is_dir()  # a failed upload keeps its bundle
     again = sg.mark_running(tmp_path, RUN_ID, dagster_run_id="run-2")
