@@ -22,8 +22,9 @@ destination is independent: one failing destination does not stop the others.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import msgspec
 
@@ -43,7 +44,7 @@ from distributor_core.app.publication import (
 from distributor_core.app.report import RunReport
 from distributor_core.app.run_options import DestinationPool, EventCallback, RunEvent, RunOptions, RunSelectionError
 from distributor_core.app.setup import SetupError, check_source_root, resolve_credentials
-from distributor_core.bundle import BundleError
+from distributor_core.bundle import BundleError, check_admitted
 from distributor_core.config import Config, Destination, Environment, Pipeline, load_config
 from distributor_core.source import (
     SourceBundle,
@@ -145,10 +146,16 @@ def load_valid_bundle(
     *,
     cache: ValidationCache | None = None,
     content: ValidatedContent | None = None,
+    admitted: Mapping[str, Any] | None = None,
 ) -> SourceBundle:
     """Load and validate the bundle at ``path`` (manifest rules, then every file's size and
-    sha256); raises :class:`~distributor_core.bundle.BundleError` for an invalid bundle."""
+    sha256); raises :class:`~distributor_core.bundle.BundleError` for an invalid bundle.
+    ``admitted``: a staged upload's manifest identity as its record has it; a manifest that is
+    not that one is refused before any file is read
+    (:func:`~distributor_core.bundle.check_admitted`)."""
     manifest = load_source_manifest(source, path)
+    if admitted is not None:
+        check_admitted(manifest, admitted)
 
     def on_bytes(done: int) -> None:
         if options.events is not None:
@@ -189,20 +196,24 @@ def check_bundles(
     *,
     cache: ValidationCache | None = None,
     content: ValidatedContent | None = None,
+    admitted: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[CheckedBundle]:
     """Stage 4: validate each bundle path in order, one verdict each as soon as it is known (an
     invalid bundle is a verdict; any other failure raises). ``content`` keeps the bytes of small
     files for the publication that follows in the same process; ``cache``: see
-    :func:`validation_cache`."""
+    :func:`validation_cache`; ``admitted``: the manifest identity each staged upload (by bundle
+    path) was admitted with, see :func:`load_valid_bundle`."""
     for path in paths:
         try:
-            yield CheckedBundle(path, load_valid_bundle(pipeline, source, path, options, cache=cache, content=content))
+            yield CheckedBundle(path, load_valid_bundle(pipeline, source, path, options, cache=cache, content=content,
+                                                        admitted=(admitted or {}).get(path)))
         except BundleError as exc:
             yield CheckedBundle(path, error=exc)
 
 
 def load_and_validate(
-    pipeline: Pipeline, source: Storage, options: RunOptions, *, cache: ValidationCache | None = None
+    pipeline: Pipeline, source: Storage, options: RunOptions, *, cache: ValidationCache | None = None,
+    admitted: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[SourceBundle], list[tuple[str, str]]]:
     """Stages 3 and 4 for one pipeline: the valid bundles, and (path, error) for invalid ones.
     Discovery failures raise (a setup failure). ``cache``: the validation cache of a local
@@ -212,7 +223,7 @@ def load_and_validate(
     content = ValidatedContent() if not options.dry_run else None
     bundles: list[SourceBundle] = []
     invalid: list[tuple[str, str]] = []
-    for checked in check_bundles(pipeline, source, paths, options, cache=cache, content=content):
+    for checked in check_bundles(pipeline, source, paths, options, cache=cache, content=content, admitted=admitted):
         if checked.bundle is not None:
             bundles.append(checked.bundle)
         else:
@@ -289,11 +300,13 @@ def publish_pipeline(
     pool: DestinationPool,
     options: RunOptions,
     cache: ValidationCache | None = None,
+    admitted: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RunReport:
     """Stages 3 to 6 for one pipeline from an open source; an invalid bundle fails the pipeline
     before any write (its destinations get failed entries). ``cache`` is saved once validation
-    is over (not on a dry run, nor when discovery failed: the old cache then stays)."""
-    bundles, invalid = load_and_validate(pipeline, source, options, cache=cache)
+    is over (not on a dry run, nor when discovery failed: the old cache then stays);
+    ``admitted``: see :func:`check_bundles`."""
+    bundles, invalid = load_and_validate(pipeline, source, options, cache=cache, admitted=admitted)
     if cache is not None and not options.dry_run:
         cache.save()
     outcome = PipelineOutcome(pipeline, len(bundles) + len(invalid), error="; ".join(e for _, e in invalid))
@@ -348,11 +361,14 @@ def publish_source_bundle(
     options: RunOptions | None = None,
     *,
     env: Environment | None = None,
+    admitted: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Validate and publish one bundle from ``source`` through ``pipeline_id``'s destinations.
 
     The upload server (both publishers) calls this with the staged upload as a local source and
     bundle path ``""`` (resolutions B5); it works for any pipeline, ``http_upload`` included.
+    ``admitted``: the manifest identity the upload was admitted with (its record's); a staged
+    bundle whose manifest is another is refused (issue 35, item 2).
     """
     options = options or RunOptions()
     pipeline = config.pipeline(pipeline_id)
@@ -360,6 +376,7 @@ def publish_source_bundle(
     scoped = msgspec.structs.replace(options, pipeline_id=pipeline.id, bundle_path=bundle_path)
     resolve_credentials([(pipeline, selected_destinations(pipeline, scoped))], env, sources=False)
     with DestinationPool(env, dry_run=options.dry_run) as pool:
-        report = publish_pipeline(pipeline, source, pool=pool, options=scoped)
+        report = publish_pipeline(pipeline, source, pool=pool, options=scoped,
+                                  admitted={bundle_path: admitted} if admitted is not None else None)
     report.pipelines[0].bundle_count = 1
     return report

@@ -55,7 +55,8 @@ PublishFunction = Callable[[PublishingService, sg.UploadRecord], object]
 
 
 def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -> object:
-    """Publish a staged upload through its pipeline's destinations (source bundle path ``""``)."""
+    """Publish a staged upload through its pipeline's destinations (source bundle path ``""``),
+    only if its staged manifest is the one it was admitted with (issue 35, item 2)."""
     source = service.upload_store(record.pipeline_id).open_bundle(record.run_id)
     try:
         return publish_source_bundle(
@@ -65,6 +66,7 @@ def publish_staged_upload(service: PublishingService, record: sg.UploadRecord) -
             "",
             RunOptions(holder=default_holder("serve"), clock=service.clock, lock_wait=service.lock_wait),
             env=service.env,
+            admitted=record.manifest,
         )
     finally:
         source.close()

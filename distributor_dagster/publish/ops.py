@@ -286,7 +286,11 @@ def _checked_items(
             items = list(grouped)
             try:
                 with open_item_source(site, pipeline, items[0], dry_run=selection.dry_run, store=store) as source:
-                    checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options)
+                    # an upload's staged manifest must be the one it was admitted with (issue 35)
+                    admitted = {"": store.read(items[0].upload_run_id).manifest} \
+                        if store is not None and items[0].upload_run_id else None
+                    checked = check_bundles(pipeline, source, [item.bundle_path for item in items], options,
+                                            admitted=admitted)
                     yield from zip(items, checked, strict=True)
             except Exception as exc:
                 if items[0].upload_run_id:  # an upload is a group of its own

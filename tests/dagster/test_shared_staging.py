@@ -251,14 +251,24 @@ def test_a_failed_publication_records_failed_without_host_paths_and_a_rerun_read
     assert_no_local_staging(shared)
 
 
+@pytest.mark.parametrize("consistent", [False, True], ids=["file-changed", "file-and-manifest-changed"])
 def test_a_bundle_corrupted_in_the_bucket_fails_its_upload_naming_no_bucket_or_host_path(
-    shared: Shared, instance: dg.DagsterInstance
+    shared: Shared, instance: dg.DagsterInstance, consistent: bool
 ) -> None:
+    """A file changed in the bucket after admission fails validation; changed together with a
+    manifest that lists it (issue 35, item 2), the upload fails naming both digests."""
     store = shared.replica()
     run_id = stage(shared, store, 0)
+    bundles = f"{PREFIX}/{PIPELINE}/bundles/{run_id}"
     client = shared.server.client()
     try:
-        client.put_object(Bucket=shared.bucket, Key=f"{PREFIX}/{PIPELINE}/bundles/{run_id}/r.md", Body=b"# X\n")
+        client.put_object(Bucket=shared.bucket, Key=f"{bundles}/r.md", Body=b"# X\n")
+        if consistent:
+            admitted = store.read(run_id).record.manifest["digest"]  # type: ignore[union-attr]
+            forged = make_bundle(shared.root / "forged", PIPELINE, {"r.md": "# X\n"}, created=FROZEN)
+            client.put_object(Bucket=shared.bucket, Key=f"{bundles}/manifest.json",
+                              Body=(forged / "manifest.json").read_bytes())
+            forged_digest = json.loads((forged / "manifest.json").read_text())["digest"]
     finally:
         client.close()
     defs = build_definitions(shared.config)
@@ -268,7 +278,11 @@ def test_a_bundle_corrupted_in_the_bucket_fails_its_upload_naming_no_bucket_or_h
     )
     record = store.read(run_id).record  # type: ignore[union-attr]
     assert record.status == sg.FAILED and record.dagster_run_id == result.run_id
-    assert record.error.startswith("corrupt_bundle: file r.md sha256 ")
+    if consistent:
+        assert record.error == (f"corrupt_bundle: staged bundle changed after admission: its manifest has digest "
+                                f"{forged_digest}, the upload was admitted with digest {admitted}")
+    else:
+        assert record.error.startswith("corrupt_bundle: file r.md sha256 ")
     assert shared.bucket not in record.error and str(shared.root) not in record.error
     # the source check names the staged bundle where it is: in the bucket, not on a host path
     (check,) = [e.event_specific_data for e in events_of(result, "ASSET_CHECK_EVALUATION")
