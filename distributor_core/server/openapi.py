@@ -36,6 +36,8 @@ class HealthBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: str
+    #: upload records this process set aside as unreadable since it started (absent when none)
+    quarantined_records: int | None = None
 
 
 class RunStatusBody(BaseModel):

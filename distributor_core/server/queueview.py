@@ -80,6 +80,15 @@ class QueueView:
             self._own.append((self._monotonic(), run_id, token_id))
             self._known[run_id] = token_id
 
+    def finished(self, run_id: str) -> None:
+        """An upload this replica published is finished: no longer counted (the next listing would
+        drop it too; until then it held a queue slot it no longer needs)."""
+        with self._lock:
+            self._own = [entry for entry in self._own if entry[1] != run_id]
+            if run_id in self._snapshot.tokens:
+                tokens = {key: value for key, value in self._snapshot.tokens.items() if key != run_id}
+                self._snapshot = QueueSnapshot(self._snapshot.taken, tokens)
+
     def counts(self) -> tuple[int, dict[str, int]]:
         """``(unfinished uploads, per token)`` of the whole store, as far as this replica knows."""
         with self._lock:

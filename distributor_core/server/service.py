@@ -181,6 +181,8 @@ class UploadService:
         #: failed uploads whose staged bundle is kept, within the byte quotas (issue 26, item 4)
         self._kept: dict[str, sg.KeptBundle] = {}
         self._kept_lock = threading.Lock()
+        #: records set aside as unreadable since this process started (``/healthz``; issue 35)
+        self.quarantined = 0
         #: queue slots one token may hold (``server.http.max_queue_per_token``)
         self.token_share = self.http.queue_share(len(config.upload_tokens))
         self._opened = False
@@ -237,6 +239,10 @@ class UploadService:
                 records, index, report = staging.sweep()
                 for run_id, reason in report.unreadable_records:
                     log.warning("distributor: ignoring unreadable upload record %s: %s", run_id, reason)
+                for run_id, reason in report.quarantined:
+                    log.warning("distributor: quarantined upload record %s of pipeline %s (moved to %s): %s",
+                                run_id, pipeline.id, staging.path / sg.QUARANTINE_DIR / run_id, reason)
+                self.quarantined += len(report.quarantined)
                 for duplicate, kept in report.duplicates:
                     log.warning("distributor: upload %s shares its idempotency key with %s; marked failed, "
                                 "not published", duplicate, kept)
@@ -500,6 +506,10 @@ class UploadService:
             if dropped:
                 log.warning("distributor: removed the staged bundle of failed upload %s (%d bytes, token %s) "
                             "to stay within %s", kept.run_id, kept.size, kept.token_id, knob)
+
+    def quarantined_records(self) -> int:
+        """Records set aside as unreadable by this process (its startup sweep), for ``/healthz``."""
+        return self.quarantined
 
     def pending_count(self) -> int:
         with self._lock:

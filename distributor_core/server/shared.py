@@ -385,6 +385,11 @@ class SharedUploadService:
     def update(self, record: sg.UploadRecord) -> None:
         """Nothing to remember: records are read from the store."""
 
+    def quarantined_records(self) -> int:
+        """Records this replica set aside as unreadable since it started (each named in its log
+        when it was), for ``/healthz``."""
+        return sum(len(pipeline.store.quarantined) for pipeline in self.pipelines.values())
+
     def pending_count(self) -> int:
         with self._lock:
             reserved = self._requests.total

@@ -130,6 +130,7 @@ class SharedPublisher:
         try:
             pipeline.uploads.mark_finished(record.run_id, report=report, error=error or "", clock=service.clock,
                                            redact=service.redactions, fence=lease.check)
+            service.queue.finished(record.run_id)
         except LeaseLost:
             log.warning("distributor: the publication lease of upload %s was taken over; its outcome is "
                         "left to the replica that holds it", record.run_id)

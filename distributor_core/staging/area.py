@@ -94,7 +94,11 @@ class SweepReport:
     incoming_removed: int = 0
     temp_files_removed: int = 0
     stale_index_entries: int = 0
+    #: ``(run id, reason)`` of records that could not be read (an I/O error): left where they are
     unreadable_records: list[tuple[str, str]] = field(default_factory=list)
+    #: ``(run id, reason)`` of records that are not valid: their run directory set aside in
+    #: ``.quarantine/`` (never published, never counted in the queue)
+    quarantined: list[tuple[str, str]] = field(default_factory=list)
     #: ``(path, reason)`` of leftovers that could not be listed or removed (left for the operator)
     unremovable: list[tuple[str, str]] = field(default_factory=list)
     #: ``(duplicate run id, kept run id)`` of records failed because they shared a scope
@@ -169,11 +173,14 @@ class PipelineStaging:
                     report.temp_files_removed += 1
             try:
                 record = read_record(self.path, run_id)
-            except (OSError, RecordError) as exc:
+            except RecordError as exc:
+                self._quarantine(run_id, str(exc), report)
+                continue
+            except OSError as exc:
                 report.unreadable_records.append((run_id, str(exc)))
                 continue
             if record.pipeline_id != self.pipeline_id:
-                report.unreadable_records.append((run_id, f"record belongs to pipeline {record.pipeline_id}"))
+                self._quarantine(run_id, f"record belongs to pipeline {record.pipeline_id}", report)
                 continue
             records.append(record)
         records.sort(key=lambda r: (r.seq, r.run_id))
@@ -238,6 +245,24 @@ class PipelineStaging:
                     report.unremovable.append((str(ly.idempotency_path(self.path, token_id, key_hash)),
                                                exc.strerror or type(exc).__name__))
         return [replaced.get(r.run_id, r) for r in records]
+
+    def _quarantine(self, run_id: str, reason: str, report: SweepReport) -> None:
+        """Set the run directory of an invalid record aside (``.quarantine/<run id>``, a suffix
+        added when that name is taken), so that nothing reads it again; left in place (and
+        reported unreadable) when it cannot be moved."""
+        aside = self.path / ly.QUARANTINE_DIR
+        try:
+            aside.mkdir(mode=0o700, exist_ok=True)
+            target = aside / run_id
+            while target.exists():
+                target = aside / f"{run_id}.{secrets.token_hex(4)}"
+            os.rename(self.path / run_id, target)
+            if self.durable:
+                fsync_dir(self.path)
+        except OSError as exc:
+            report.unreadable_records.append((run_id, f"{reason}; cannot set it aside: {exc.strerror or exc}"))
+            return
+        report.quarantined.append((run_id, reason))
 
     @staticmethod
     def _remove(path: Path, report: SweepReport) -> bool:

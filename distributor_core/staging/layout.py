@@ -6,6 +6,7 @@ One pipeline's ``staging_path``::
     .seq                             highest admission sequence number ever issued (never decreases)
     .incoming/<random>/              requests being received and extracted (swept at startup)
     .idempotency/<token id>/<sha256 of key>   -> "<run id>\\n"
+    .quarantine/<run id>/            a run directory whose upload.json could not be read, set aside
     <run id>/upload.json             the upload record (schema_version 1)
     <run id>/bundle/                 the validated bundle; removed when its run succeeds
 """
@@ -21,6 +22,8 @@ RECORD_NAME = "upload.json"
 BUNDLE_DIR = "bundle"
 INCOMING_DIR = ".incoming"
 IDEMPOTENCY_DIR = ".idempotency"
+#: run directories whose record is unreadable, set aside at startup (issue 35, item 3)
+QUARANTINE_DIR = ".quarantine"
 LOCK_NAME = ".serve.lock"
 SEQ_NAME = ".seq"
 #: temporary siblings of ``upload.json`` and of idempotency entries while they are replaced

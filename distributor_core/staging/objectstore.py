@@ -16,6 +16,10 @@ shared counter. One store per pipeline, rooted at its own prefix::
                                       of unfinished uploads (:mod:`.pending`); held by the admission
                                       until it is complete, then free (empty, in earlier releases),
                                       then held by the inline publisher that publishes it
+    quarantine/<run id>.json          a record that could not be read (not JSON, not a schema-1
+                                      record, another run's), set aside by the first reader
+                                      (issue 35, item 3); its marker then goes as a marker without
+                                      a record, its bundle with the retention
 
 Admission (:meth:`ObjectStagingStore.put_bundle`, :meth:`claim_key`, :meth:`admit`): the
 bundle first, then the key claim, the pending marker (held by the admission), the record, the
@@ -35,6 +39,7 @@ record's revision: two replicas that both try to start the same upload cannot bo
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -69,10 +74,13 @@ from distributor_core.storage import (
     iter_chunks,
 )
 
+log = logging.getLogger("distributor.staging")
+
 RECORDS = "records"
 BUNDLES = "bundles"
 KEYS = "keys"
 PENDING = "pending"
+QUARANTINE = "quarantine"
 #: default time after which an admission without its record is considered dead
 DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
 #: default lease of an inline publication (``server.http.publication_lease``)
@@ -134,6 +142,8 @@ class ObjectStagingStore:
         self._now = now
         #: how long this process has seen each key claim, lease and marker unchanged
         self.observer = observer or Observer()
+        #: run ids whose record this store object set aside (:meth:`read`), in order
+        self.quarantined: list[str] = []
 
     # ------------------------------------------------------------------ names
 
@@ -287,15 +297,33 @@ class ObjectStagingStore:
 
     def read(self, run_id: str) -> Versioned | None:
         """The record and its revision; ``None`` when there is none. The revision is read
-        before the content, so a compare-and-swap from it never overwrites a newer record."""
+        before the content, so a compare-and-swap from it never overwrites a newer record.
+
+        A record that is not a valid one (broken JSON, another schema, another run's) is set aside
+        (:meth:`_quarantine`) and read as none: one bad object never stops a listing, a queue
+        count, a publisher or a start (issue 35, item 3)."""
         found = self._read_small(self.record_path(run_id), MAX_RECORD_SIZE)
         if found is None:
             return None
         data, version, _ = found
-        record = parse_record(data)
-        if record.run_id != run_id:
-            raise RecordError(f"upload record {run_id} names run {record.run_id}")
+        try:
+            record = parse_record(data)
+            if record.run_id != run_id:
+                raise RecordError(f"upload record {run_id} names run {record.run_id}")
+        except RecordError as exc:
+            self._quarantine(run_id, data, str(exc))
+            return None
         return Versioned(record, version)
+
+    def _quarantine(self, run_id: str, data: bytes, reason: str) -> None:
+        """Copy an unreadable record to ``quarantine/<run id>.json`` and delete it, logging it.
+        Replicas that read it at once each copy the same bytes; the deletes are idempotent."""
+        aside = f"{QUARANTINE}/{run_id}.json"
+        self.storage.write_bytes(aside, data, overwrite=True)
+        self._delete(self.record_path(run_id))
+        self.quarantined.append(run_id)
+        log.warning("distributor: quarantined upload record %s of pipeline %s (moved to %s): %s", run_id,
+                    self.pipeline_id, aside, reason)
 
     def transition(self, run_id: str, *, expect: Versioned | None = None, fence: Callable[[], None] | None = None,
                    **changes: Any) -> Versioned:

@@ -101,7 +101,7 @@ def test_startup_sweeps_incoming_temp_files_and_stale_index_entries(tmp_path: Pa
         assert lost.read_text() == f"{run_id}\n"  # rebuilt from the record
 
 
-def test_unreadable_record_is_ignored_not_deleted(tmp_path: Path) -> None:
+def test_unreadable_record_is_set_aside_not_deleted(tmp_path: Path) -> None:
     setup = write_setup(tmp_path / "site")
     broken = setup.staging("reports") / "reports.20260101T000000Z.0000abcd"
     broken.mkdir(parents=True)
@@ -109,7 +109,8 @@ def test_unreadable_record_is_ignored_not_deleted(tmp_path: Path) -> None:
     with serve_setup(setup) as server, server.client() as http:
         assert server.service.records() == []
         assert http.get(f"/runs/{broken.name}", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
-    assert (broken / "upload.json").exists()
+    assert not broken.exists()  # quarantined (issue 35, item 3): kept for the operator, never read again
+    assert (setup.staging("reports") / ".quarantine" / broken.name / "upload.json").read_text() == "{not json"
 
 
 def test_retention_expires_finished_records_only(tmp_path: Path) -> None:
