@@ -31,7 +31,7 @@ from distributor_core.config.fields import (
     TAKEOVER_MODES,
     TRANSFER_CHOICES,
 )
-from distributor_core.config.ssh_options import option_problems
+from distributor_core.config.ssh_options import host_problem, option_problems, user_problem
 
 Tree = dict[str, Any]
 _SLUG = re.compile(SLUG_PATTERN, re.ASCII)
@@ -219,10 +219,14 @@ def _local(storage: Tree, context: str, errs: list[str]) -> None:
 def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
     if storage["host"] == "":
         errs.append(f"{context}.host is required for ssh backend")
+    elif problem := host_problem(storage["host"]):
+        errs.append(f"{context}.host {problem}")
     if not 1 <= storage["port"] <= 65535:
         errs.append(f"{context}.port must be between 1 and 65535")
     if storage["user"] == "":
         errs.append(f"{context}.user is required for ssh backend")
+    elif problem := user_problem(storage["user"]):
+        errs.append(f"{context}.user {problem}")
     if storage["path"] == "":
         errs.append(f"{context}.path is required for ssh backend")
     elif not storage["path"].startswith("/"):

@@ -25,7 +25,7 @@ import paramiko
 from paramiko.sftp import SFTPError
 from paramiko.sftp_client import SFTPClient
 
-from distributor_core.config.ssh_options import option_problems
+from distributor_core.config.ssh_options import host_problem, option_problems, user_problem
 from distributor_core.storage import sftp_wire as wire
 
 # paramiko logs connection failures with tracebacks from its transport thread; without a handler
@@ -78,8 +78,12 @@ class SSHEndpoint:
     def __post_init__(self) -> None:
         if not self.host:
             raise ValueError("ssh host is required")
+        if problem := host_problem(self.host):
+            raise ValueError(f"ssh host {problem}")
         if not self.user:
             raise ValueError("ssh user is required")
+        if problem := user_problem(self.user):
+            raise ValueError(f"ssh user {problem}")
         if not isinstance(self.port, int) or not 1 <= self.port <= 65535:
             raise ValueError("ssh port must be between 1 and 65535")
         policy = str(getattr(self.host_key_policy, "value", self.host_key_policy))

@@ -26,9 +26,18 @@ cipher order (:data:`CIPHER_PREFERENCE`).
 
 A child never outlives its run: :meth:`PipeChannel.close` closes its stdin (``ssh`` ends the
 session and exits), then signals its process group (``ssh`` runs in a session of its own, with
-any ``ProxyJump``/``ProxyCommand`` helpers). If this process dies without closing, the pipe's
-write end closes with it and ``ssh`` exits on end of input. Only a ``ControlPersist`` master,
-which detaches itself on purpose, stays (its own timeout ends it).
+any ``ProxyJump``/``ProxyCommand`` helpers). If this process dies without closing (``kill -9``,
+a crash), the kernel kills ``ssh`` too: it is started through ``setpriv --pdeathsig KILL``
+(util-linux), by one long-lived thread of this process (:class:`_Spawner`), because the parent
+death signal follows the *thread* that forked the child and worker threads end before the run
+does. (Closing ``ssh``'s input is not enough: until its session is up ``ssh`` does not read it,
+and against a server that sends its banner and then stalls it waited for ``ServerAliveInterval``
+× ``ServerAliveCountMax``, two minutes.) Every stage of a connection is bounded too, for every hop:
+the TCP connect and the banner by ``ConnectTimeout``, key exchange and authentication (and an idle
+session) by ``ServerAliveInterval`` × ``ServerAliveCountMax``, which OpenSSH applies to every packet
+it waits for, and, from this side, the whole handshake up to the SFTP session by a watchdog of
+twice ``ConnectTimeout`` plus 5 s that stops the child. Only a ``ControlPersist`` master, which
+detaches itself on purpose, stays (its own timeout ends it).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import queue
 import re
 import select
 import shutil
@@ -43,7 +53,8 @@ import signal
 import subprocess
 import tempfile
 import threading
-from typing import IO, NoReturn
+from collections.abc import Callable
+from typing import IO, Any, NoReturn
 
 from paramiko.sftp import SFTPError
 from paramiko.sftp_client import SFTPClient
@@ -58,8 +69,9 @@ SSH_PROGRAM = "ssh"
 #: first choice), 2.0 s with aes128-ctr (bench/README.md, P9); the rest of OpenSSH's default
 #: list follows, so a server without AES-GCM still connects
 CIPHER_PREFERENCE = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
-#: ``ServerAliveInterval``: a dead peer is noticed after 4 unanswered probes
+#: ``ServerAliveInterval``: a dead peer is noticed after ``KEEPALIVE_COUNT`` unanswered probes
 KEEPALIVE_SECONDS = 30
+KEEPALIVE_COUNT = 4
 #: write requests up to this size (``ssh`` packs them into SSH packets itself, so a larger request
 #: only saves per-request work here)
 MAX_WRITE_REQUEST = 256 * 1024
@@ -69,6 +81,66 @@ _READ_CHUNK = 256 * 1024
 #: how long a closing ``ssh`` gets to end its session before its process group is signalled
 _STOP_SECONDS = 2.0
 _STDERR_TAIL = 16 * 1024
+
+
+class _Spawner:
+    """Starts children from one thread that lives as long as this process, so that a child's
+    parent death signal (``setpriv --pdeathsig``) fires when the process dies, not when the
+    thread that asked for the child ends. A forked copy of this process gets its own."""
+
+    _lock = threading.Lock()
+    _current: _Spawner | None = None
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.requests: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[Any]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="distributor-ssh-spawner", daemon=True).start()
+
+    @classmethod
+    def get(cls) -> _Spawner:
+        with cls._lock:
+            if cls._current is None or cls._current.pid != os.getpid():
+                cls._current = cls()
+            return cls._current
+
+    def _serve(self) -> None:
+        while True:
+            action, answer = self.requests.get()
+            try:
+                answer.put((True, action()))
+            except BaseException as exc:  # handed to the caller; this thread must never end
+                answer.put((False, exc))
+
+    def run(self, action: Callable[[], Any]) -> Any:
+        answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.requests.put((action, answer))
+        ok, value = answer.get()
+        if not ok:
+            raise value
+        return value
+
+
+def _death_signal_prefix() -> list[str]:
+    """``setpriv --pdeathsig KILL --`` when util-linux's ``setpriv`` is installed (Debian: always),
+    else nothing (then a child of a killed run lives until its timeouts end it)."""
+    program = shutil.which("setpriv")
+    return [program, "--pdeathsig", "KILL", "--"] if program else []
+
+
+def spawn(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(command, **options)`` started so that the kernel kills the child when
+    this process dies (:class:`_Spawner`, :func:`_death_signal_prefix`)."""
+    full = [*_death_signal_prefix(), *command]
+    process: subprocess.Popen[bytes] = _Spawner.get().run(lambda: subprocess.Popen(full, **options))
+    return process
+
+
+def handshake_seconds(endpoint: SSHEndpoint) -> float:
+    """The watchdog of a session's start (connect, banner, key exchange, authentication, SFTP
+    version): twice the ``ConnectTimeout`` ``ssh`` uses plus 5 s."""
+    chosen = {name.lower(): value for name, value in endpoint.ssh_options}
+    connect = float(chosen.get("connecttimeout", endpoint.connect_timeout))
+    return 2 * connect + 5
 
 
 def _quote(path: str, tokens: bool = True) -> str:
@@ -87,6 +159,9 @@ def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list
         f"StrictHostKeyChecking={checking}",
         "UserKnownHostsFile=" + " ".join(_quote(path) for path in known_hosts_files),
         f"GlobalKnownHostsFile={os.devnull}",
+        "KnownHostsCommand=none",
+        "NoHostAuthenticationForLocalhost=no",
+        "CheckHostIP=no",
         "UpdateHostKeys=no",
         "VerifyHostKeyDNS=no",
         "ForwardAgent=no",
@@ -97,12 +172,43 @@ def _safety_options(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> list
     ]
 
 
+#: what every hop's algorithm lists lose: OpenSSH's own defaults hold none of these, and no
+#: ``ssh_config_file`` (nor ``Host`` block in it) adds them back (``ssh_options`` may name strong
+#: ones only, :data:`~distributor_core.config.ssh_options.WEAK`)
+WEAK_REMOVED = (
+    "Ciphers=-*-cbc,3des*,arcfour*,blowfish*,cast128*",
+    "MACs=-*md5*,*-96*,umac-64*,hmac-ripemd160*",
+    "KexAlgorithms=-*sha1,*-sha1-*,*group1-*",
+    "HostKeyAlgorithms=-ssh-rsa,ssh-rsa-cert-v01@openssh.com,ssh-dss*",
+    "PubkeyAcceptedAlgorithms=-ssh-rsa,ssh-rsa-cert-v01@openssh.com,ssh-dss*",
+    "CASignatureAlgorithms=-ssh-rsa,ssh-dss*",
+)
+
+
+def _timeouts(endpoint: SSHEndpoint) -> list[str]:
+    """``ConnectTimeout`` and the keep-alive of every hop (``ssh_options``' own values, else the
+    defaults): the connect and banner are bounded by ``ConnectTimeout``, the key exchange,
+    authentication and an idle session by ``ServerAliveInterval`` × ``ServerAliveCountMax``, which
+    OpenSSH applies to every packet it waits for (none of them may be switched off)."""
+    chosen = {name.lower(): value for name, value in endpoint.ssh_options}
+    return [
+        f"ConnectTimeout={chosen.get('connecttimeout', max(1, round(endpoint.connect_timeout)))}",
+        f"ServerAliveInterval={chosen.get('serveraliveinterval', KEEPALIVE_SECONDS)}",
+        f"ServerAliveCountMax={chosen.get('serveralivecountmax', KEEPALIVE_COUNT)}",
+    ]
+
+
 def session_config(endpoint: SSHEndpoint, known_hosts_files: list[str]) -> str:
     """The config file ``ssh -F`` reads: the safety options for every host first (the first value
     obtained for an option wins in OpenSSH, and a ``ProxyJump`` hop reads this same file but none
-    of the command line), then the user's ``ssh_config_file``, if any, through ``Include``."""
+    of the command line), then the user's ``ssh_config_file``, if any, through ``Include``.
+
+    The safety options pin every host-key option (checking, the files, ``KnownHostsCommand``,
+    ``NoHostAuthenticationForLocalhost``, ``CheckHostIP``, DNS, updates), strip weak algorithms from
+    every list and bound every stage of the connection, for every hop."""
     lines = ["# written by distributor for one ssh session; removed once the SFTP session is up", "Host *"]
-    lines += ["    " + option.replace("=", " ", 1) for option in _safety_options(endpoint, known_hosts_files)]
+    options = [*_safety_options(endpoint, known_hosts_files), *WEAK_REMOVED, *_timeouts(endpoint)]
+    lines += ["    " + option.replace("=", " ", 1) for option in options]
     if endpoint.ssh_config_file:
         # Include takes ~ and globs, no % tokens
         lines += ["Match all", f"Include {_quote(os.path.abspath(endpoint.ssh_config_file), tokens=False)}"]
@@ -118,12 +224,7 @@ def ssh_command(
     if endpoint.private_key_file is not None:
         fixed += [f"IdentityFile={_quote(endpoint.private_key_file)}", "IdentitiesOnly=yes"]
     chosen = [f"{name}={value}" for name, value in endpoint.ssh_options]
-    defaults = [
-        f"ConnectTimeout={max(1, round(endpoint.connect_timeout))}",
-        f"ServerAliveInterval={KEEPALIVE_SECONDS}",
-        "ServerAliveCountMax=4",
-        f"Ciphers={CIPHER_PREFERENCE}",
-    ]
+    defaults = [*_timeouts(endpoint), f"Ciphers={CIPHER_PREFERENCE}"]
     args = [program, "-F", config_file]
     for option in fixed + chosen + defaults:  # the first value given for an option wins
         args += ["-o", option]
@@ -442,7 +543,7 @@ class OpenSSHConnection(ChannelPool):
         command = ssh_command(endpoint, config, known_hosts, program)
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the PipeChannel
         try:
-            process = subprocess.Popen(
+            process = spawn(
                 command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -454,9 +555,10 @@ class OpenSSHConnection(ChannelPool):
         except OSError as exc:
             stderr.close()
             raise SFTPUnavailable(f"cannot start {program}: {status_text(exc)}") from None
-        # ConnectTimeout bounds the TCP connect and the banner (per hop); key exchange and
-        # authentication are bounded here
-        pipe = PipeChannel(process, stderr, timeout=2 * endpoint.connect_timeout + 5)
+        # ConnectTimeout bounds the TCP connect and the banner (per hop), the keep-alive the key
+        # exchange and authentication; the whole handshake is bounded here too
+        watchdog = handshake_seconds(endpoint)
+        pipe = PipeChannel(process, stderr, timeout=watchdog)
         try:
             sftp = SFTPClient(pipe)
         except (ConnectionError, TimeoutError, EOFError, SSHException, SFTPError) as exc:
@@ -464,8 +566,7 @@ class OpenSSHConnection(ChannelPool):
             pipe.close()
             if timed_out:
                 raise SFTPUnavailable(
-                    f"timed out connecting to {endpoint.address}: no SFTP session within "
-                    f"{2 * endpoint.connect_timeout + 5:g}s"
+                    f"timed out connecting to {endpoint.address}: no SFTP session within {watchdog:g}s"
                 ) from None
             raise SFTPUnavailable(failure_message(endpoint, pipe.stderr_text(), process.returncode)) from None
         except BaseException:
