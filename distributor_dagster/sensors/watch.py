@@ -37,6 +37,7 @@ from distributor_dagster.pools import ensure_pipeline_pools, pipeline_pools
 from distributor_dagster.sensors.source_scan import Cursor, Scan, scan_source
 from distributor_dagster.site import Site
 from distributor_dagster.sources import SourceSnapshot
+from distributor_dagster.tags import tag_value, tag_values
 from distributor_dagster.versions import DATA_VERSION_TAG, data_version_tags
 
 #: Partitions asked for their last observed digest per query.
@@ -88,16 +89,16 @@ def partition_requests(
     if len(scan.found) == 1:
         found = scan.found[0]
         return [dg.RunRequest(
-            run_key=found.key, partition_key=keys[0], asset_selection=selection,
-            tags={**tags, "distributor/bundle_id": found.seen.bundle_id,
-                  "distributor/bundle_path": lp.display_path(found.bundle_path)},
+            run_key=tag_value(found.key), partition_key=keys[0], asset_selection=selection,
+            tags=tag_values({**tags, "distributor/bundle_id": found.seen.bundle_id,
+                             "distributor/bundle_path": lp.display_path(found.bundle_path)}),
         )]
     repository = context.repository_def
     assert repository is not None, "the watch sensor needs its repository to request a backfill"
     subset = AssetGraphSubset.from_asset_partition_set(
         {AssetKeyPartitionKey(asset, key) for asset in selection for key in keys}, repository.asset_graph
     )
-    return [dg.RunRequest.for_asset_graph_subset(subset, tags=tags)]
+    return [dg.RunRequest.for_asset_graph_subset(subset, tags=tag_values(tags))]
 
 
 def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.SensorDefinition:
@@ -184,9 +185,10 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
             if fixed and not options.eager and newest is not None and (
                     cursor.observed.split(" ")[0] != newest.digest):
                 requests.append(dg.RunRequest(
-                    run_key=f"newest:{newest.path}@{newest.digest}", asset_selection=_selection(names, False),
-                    tags={"distributor/pipeline": pipeline.id, "distributor/bundle_id": newest.bundle_id,
-                          "distributor/bundle_path": lp.display_path(newest.path)},
+                    run_key=tag_value(f"newest:{newest.path}@{newest.digest}"),
+                    asset_selection=_selection(names, False),
+                    tags=tag_values({"distributor/pipeline": pipeline.id, "distributor/bundle_id": newest.bundle_id,
+                                     "distributor/bundle_path": lp.display_path(newest.path)}),
                 ))
         scan.cursor.observed = observed_as
         skip = None if requests or events or dynamic else "no new or changed bundles"
