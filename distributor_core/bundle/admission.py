@@ -1,10 +1,10 @@
 """What an upload admits of a manifest beyond the manifest rules (issue 35, items 1 and 6): its
-``id`` is UTF-8 text no longer than :data:`MAX_ID_BYTES`.
+``id`` is no longer than :data:`MAX_ID_BYTES`.
 
-The manifest rules take any characters in an ``id``, and JSON's ``\\ud800`` escape carries a lone
-UTF-16 surrogate into one, which no UTF-8 document (the upload record, the destination state, a
-Dagster tag) can hold; every file path is already refused with one (bundle path rules). Checked
-by the upload server before anything is staged, and by the Python upload client before it sends.
+Reading ``manifest.json`` already refuses every string that is not UTF-8 text (JSON's
+``"\\ud800"`` escapes, :func:`~distributor_core.bundle.codec.utf8_problem`); an ``id`` given as a
+Python string (the client's ``upload_files``) is checked here too. Checked by the upload server
+before anything is staged, and by the Python upload client before it sends.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from distributor_core.bundle.codec import manifest_to_obj
+from distributor_core.bundle.codec import manifest_to_obj, utf8_problem
 from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import Manifest
 
@@ -25,11 +25,10 @@ MAX_ID_BYTES = 1024
 
 def id_problem(value: str) -> str | None:
     """Why a manifest ``id`` cannot be uploaded (``is ...``), or ``None``."""
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        return (f"is not valid UTF-8: character {exc.start + 1} is an unpaired UTF-16 surrogate "
-                f"(\\u{ord(value[exc.start]):04x})")
+    problem = utf8_problem(value)
+    if problem:
+        return problem
+    size = len(value.encode("utf-8"))
     if size > MAX_ID_BYTES:
         return f"is {size} bytes; the limit is {MAX_ID_BYTES} bytes (UTF-8)"
     return None

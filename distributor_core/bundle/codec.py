@@ -24,6 +24,44 @@ _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("si
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
+def utf8_problem(value: str) -> str | None:
+    """Why ``value`` is not UTF-8 text (``is not valid UTF-8: ...``), or ``None``. JSON's
+    ``"\\ud800"`` escape carries a lone UTF-16 surrogate into a string, which no UTF-8 document
+    (a state record, an upload record, a report, a Dagster tag) can hold."""
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"is not valid UTF-8: character {exc.start + 1} is an unpaired UTF-16 surrogate "
+                f"(\\u{ord(value[exc.start]):04x})")
+    return None
+
+
+def _text_problem(node: Any) -> tuple[str, str] | None:
+    """The first string of a decoded manifest document, in document order, that is not UTF-8
+    text: ``(field, problem)``, the field as the manifest messages name it (``id``,
+    ``files[0].path``; an unknown key's value too, and a key itself as ``key in files[0]``)."""
+    stack: list[tuple[str, Any]] = [("", node)]
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, str):
+            problem = utf8_problem(value)
+            if problem:
+                return name, problem
+        elif isinstance(value, dict):
+            children = []
+            for key, child in value.items():
+                problem = utf8_problem(key)
+                if problem:
+                    return (f"key in {name}" if name else "key"), problem
+                children.append((f"{name}.{key}" if name else key, child))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend(reversed([(f"{name}[{index}]", child) for index, child in enumerate(value)]))
+    return None
+
+
 def _required(obj: dict[str, Any], key: str, field: str) -> Any:
     value = obj.get(key)
     if value is None:
@@ -52,12 +90,18 @@ def manifest_from_obj(obj: dict[str, Any]) -> Manifest:
 
     Checks presence and JSON types of every field in key order (``manifest <field> is required``
     for an absent, ``null`` or empty top-level value,
-    ``... must be a string``, ``... must be an integer``, ``manifest created must be RFC3339: ...``)
+    ``... must be a string``, ``... must be an integer``, ``manifest created must be RFC3339: ...``),
+    after every string of the document, unknown keys' and key names included, is checked as UTF-8
+    text (``manifest <field> is not valid UTF-8: ...``: JSON's ``"\\ud800"`` escapes; the typed
+    decoder refuses them, so only documents read here can hold one)
     and, as the first concern of validation, that ``schema_version`` is 1. It does not run the
     remaining manifest rules; call :func:`validate_manifest` (``parse_manifest`` does).
     """
     if not isinstance(obj, dict):
         raise ManifestError("manifest must be a JSON object")
+    found = _text_problem(obj)
+    if found is not None:  # before any rule quotes a value back (issue 35, item 1)
+        raise ManifestError(f"manifest {found[0]} {found[1]}")
     schema_version = _integer(obj, "schema_version", "schema_version")
     if schema_version != SCHEMA_VERSION:
         raise ManifestError(f"manifest schema_version must be {SCHEMA_VERSION}")
@@ -195,4 +239,5 @@ __all__ = [
     "manifest_to_obj",
     "marshal_manifest",
     "parse_manifest",
+    "utf8_problem",
 ]

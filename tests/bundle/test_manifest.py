@@ -376,6 +376,37 @@ def test_parse_file_field_errors(field: str, value: object, message: str) -> Non
         parse_manifest(encode(obj))
 
 
+@pytest.mark.parametrize(
+    ("place", "message"),
+    [
+        (("id",), "manifest id"),
+        (("digest",), "manifest digest"),
+        (("created",), "manifest created"),
+        (("files", 0, "path"), r"manifest files\[0\]\.path"),
+        (("files", 1, "sha256"), r"manifest files\[1\]\.sha256"),
+        (("note",), "manifest note"),
+        (("files", 0, "note"), r"manifest files\[0\]\.note"),
+    ],
+)
+def test_parse_refuses_a_lone_surrogate_in_any_text_field(place: tuple[object, ...], message: str) -> None:
+    """JSON's ``"\\ud800"`` escape is not UTF-8 text (issue 35, item 1): every string is checked
+    before a rule quotes it back (``created`` quoted it into an error that could not be encoded)."""
+    obj = manifest_obj()
+    node: object = obj
+    for step in place[:-1]:
+        node = node[step]  # type: ignore[index]
+    node[place[-1]] = "@S@"  # type: ignore[index]
+    data = encode(obj).replace(b"@S@", b"ok\\udc00")
+    with pytest.raises(ManifestError, match=rf"^{message} is not valid UTF-8: character 3 is an unpaired UTF-16 "
+                                             r"surrogate \(\\udc00\)$"):
+        parse_manifest(data)
+    key = encode(manifest_obj()).replace(b'"files"', b'"\\ud800": 1, "files"')
+    with pytest.raises(ManifestError, match=r"^manifest key is not valid UTF-8: character 1 "):
+        parse_manifest(key)
+    pair = encode(manifest_obj(id="@S@")).replace(b"@S@", b"ok\\ud83d\\ude00")  # a pair is one character
+    assert parse_manifest(pair).id == "ok\U0001f600"
+
+
 def test_parse_rejects_float_written_with_exponent_and_fraction() -> None:
     text = marshal_manifest(make_manifest()).decode().replace('"size": 9', '"size": 9.0')
     with pytest.raises(ManifestError, match="must be an integer"):

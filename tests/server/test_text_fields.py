@@ -1,5 +1,6 @@
-"""Text an upload carries must be text (issue 35, items 1 and 6): a manifest ``id`` holding a lone
-UTF-16 surrogate (JSON's ``"\\ud800"``), or longer than every consumer keeps, is refused with
+"""Text an upload carries must be text (issue 35, items 1 and 6): a manifest ``id`` (or any other
+string of the manifest) holding a lone UTF-16 surrogate (JSON's ``"\\ud800"``), or an ``id``
+longer than every consumer keeps, is refused with
 ``400`` naming the field before anything is staged, on local and on S3 staging, through uvicorn
 and the Python client: no ``500``, no traceback in the log, nothing left in the staging area or
 the bucket (no record, pending marker, key claim or bundle object), and an honest upload sent
@@ -31,6 +32,7 @@ from tests.server.harness import (
     snapshot,
     tar_of_dir,
     upload,
+    valid_entries,
     wait_status,
     write_setup,
 )
@@ -43,16 +45,31 @@ SURROGATE_IDS = {
 }
 
 
-def manifest_text(bundle_id_json: str, files: dict[str, bytes] | None = None) -> bytes:
-    """manifest.json for ``files`` whose ``id`` is the raw JSON string body ``bundle_id_json``."""
+#: (where in manifest.json, the field the error names) of every other text a manifest carries
+OTHER_FIELDS = [
+    (("created",), "created"), (("digest",), "digest"), (("files", 0, "path"), "files[0].path"),
+    (("files", 1, "sha256"), "files[1].sha256"), (("note",), "note"),
+]
+
+
+def manifest_text(bundle_id_json: str, files: dict[str, bytes] | None = None,
+                  place: tuple[str | int, ...] = ("id",)) -> bytes:
+    """manifest.json for ``files`` whose text at ``place`` (its ``id`` unless said) is the raw
+    JSON string body ``bundle_id_json``."""
     records = [ManifestFile(p, file_digest(d), len(d)) for p, d in (files or DEFAULT_FILES).items()]
-    doc = {"schema_version": 1, "id": "@ID@", "created": "2026-06-01T12:00:00Z", "digest": bundle_digest(records),
-           "files": [{"path": r.path, "sha256": r.sha256, "size": r.size} for r in records]}
-    return json.dumps(doc, indent=2).replace("@ID@", bundle_id_json).encode()
+    doc: dict = {"schema_version": 1, "id": "reports.daily", "created": "2026-06-01T12:00:00Z",  # type: ignore[type-arg]
+                 "digest": bundle_digest(records),
+                 "files": [{"path": r.path, "sha256": r.sha256, "size": r.size} for r in records]}
+    node = doc
+    for step in place[:-1]:
+        node = node[step]
+    node[place[-1]] = "@TEXT@"
+    return json.dumps(doc, indent=2).replace("@TEXT@", bundle_id_json).encode()
 
 
-def archive_with_id(bundle_id_json: str) -> bytes:
-    entries = [Entry("manifest.json", manifest_text(bundle_id_json)), *(Entry(k, v) for k, v in DEFAULT_FILES.items())]
+def archive_with_id(bundle_id_json: str, place: tuple[str | int, ...] = ("id",)) -> bytes:
+    entries = [Entry("manifest.json", manifest_text(bundle_id_json, place=place)),
+               *(Entry(k, v) for k, v in DEFAULT_FILES.items())]
     return craft_tar(entries, gz=True)
 
 
@@ -60,10 +77,18 @@ def bad_requests() -> list[tuple[bytes, str]]:
     """(archive, the error it must get) for every refused text field."""
     cases = [(archive_with_id(text), f"invalid source bundle: manifest id is not valid UTF-8: {detail}")
              for text, detail in SURROGATE_IDS.values()]
+    # every other string of the manifest too (``created`` answered 500: its error quoted the text)
+    cases += [(archive_with_id("x\\ud800", place), f"invalid source bundle: manifest {field} is not valid UTF-8: "
+                                                   "character 2 is an unpaired UTF-16 surrogate (\\ud800)")
+              for place, field in OTHER_FIELDS]
     long_id = "r" * (MAX_ID_BYTES - 1) + "é"  # one byte over the limit, in characters one under
     cases.append((archive_with_id(long_id), f"invalid source bundle: manifest id is {MAX_ID_BYTES + 1} bytes; "
                                             f"the limit is {MAX_ID_BYTES} bytes (UTF-8)"))
     return cases
+
+
+def bundle_archive_bytes() -> bytes:
+    return craft_tar(valid_entries(), gz=True)
 
 
 def _refused_everywhere(http, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
@@ -71,6 +96,17 @@ def _refused_everywhere(http, caplog: pytest.LogCaptureFixture) -> None:  # type
         for body, message in bad_requests():
             response = upload(http, "reports", body, key=key)
             assert (response.status_code, response.json()) == (400, {"error": message})
+    # and of a path: an entry name holding a surrogate encoded as UTF-8 bytes (CESU-8), a URL's
+    cesu = b"notes/x\xed\xa0\x80.md".decode("utf-8", "surrogateescape")
+    body = craft_tar([*(Entry(e.name, e.data) for e in valid_entries()), Entry(cesu, b"x")], gz=True)
+    response = upload(http, "reports", body)
+    assert (response.status_code, response.json()) == (
+        400, {"error": "invalid upload archive: entry name is not valid UTF-8"})
+    response = http.post("/v1/pipelines/r%ED%A0%80/upload", content=bundle_archive_bytes(),
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    assert (response.status_code, response.json()) == (400, {"error": "invalid pipeline id"})
+    response = http.get("/runs/r%ED%A0%80", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert (response.status_code, response.json()) == (404, {"error": "run not found"})
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
 
 
