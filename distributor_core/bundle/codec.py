@@ -8,6 +8,7 @@ Go-compatible indented layout with keys in the documented order and a trailing n
 
 from __future__ import annotations
 
+import re
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ import msgspec
 from distributor_core.bundle.errors import ManifestError
 from distributor_core.bundle.model import SCHEMA_VERSION, Manifest, ManifestFile
 from distributor_core.bundle.validate import ValidManifest, validate_manifest
-from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, is_json_int, loads_object
+from distributor_core.jsonfmt import JSONFormatError, dumps_indented_bytes, go_json_string, is_json_int, loads_object
 from distributor_core.timefmt import TimestampError, format_precise, parse_rfc3339
 
 _PATH, _SHA256, _SIZE = attrgetter("path"), attrgetter("sha256"), attrgetter("size")
@@ -38,6 +39,19 @@ def utf8_problem(value: str) -> str | None:
     return None
 
 
+#: a key named as it is in a message (``files[0].path``); any other is quoted (``["a b"]``)
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_]{1,64}", re.ASCII)
+
+
+def _member(name: str, key: str) -> str:
+    """How a message names ``key`` of the object at ``name``: one line, at most ~70 characters
+    of an unknown key's name."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{name}.{key}" if name else key
+    shown = key if len(key) <= 64 else key[:64] + "..."
+    return f"{name}[{go_json_string(shown)}]"
+
+
 def _text_problem(node: Any) -> tuple[str, str] | None:
     """The first string of a decoded manifest document, in document order, that is not UTF-8
     text: ``(field, problem)``, the field as the manifest messages name it (``id``,
@@ -55,7 +69,7 @@ def _text_problem(node: Any) -> tuple[str, str] | None:
                 problem = utf8_problem(key)
                 if problem:
                     return (f"key in {name}" if name else "key"), problem
-                children.append((f"{name}.{key}" if name else key, child))
+                children.append((_member(name, key), child))
             stack.extend(reversed(children))
         elif isinstance(value, list):
             stack.extend(reversed([(f"{name}[{index}]", child) for index, child in enumerate(value)]))

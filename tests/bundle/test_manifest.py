@@ -403,6 +403,10 @@ def test_parse_refuses_a_lone_surrogate_in_any_text_field(place: tuple[object, .
     key = encode(manifest_obj()).replace(b'"files"', b'"\\ud800": 1, "files"')
     with pytest.raises(ManifestError, match=r"^manifest key is not valid UTF-8: character 1 "):
         parse_manifest(key)
+    # an unknown key is named on one line, quoted when it is not a plain word
+    odd = encode(manifest_obj(**{"a\nb": "@S@"})).replace(b"@S@", b"\\ud800")
+    with pytest.raises(ManifestError, match=r'^manifest \["a\\nb"\] is not valid UTF-8: character 1 '):
+        parse_manifest(odd)
     pair = encode(manifest_obj(id="@S@")).replace(b"@S@", b"ok\\ud83d\\ude00")  # a pair is one character
     assert parse_manifest(pair).id == "ok\U0001f600"
 
