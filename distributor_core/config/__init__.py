@@ -4,8 +4,11 @@ Entry points: :func:`load_config` (a file; relative paths resolve against its di
 :func:`parse_config` (text plus an explicit ``base_dir``). Both return a validated
 :class:`Config` or raise :class:`ConfigError` listing every problem.
 
-Owns: the config's shape, defaults and messages. Must not know: storage, planning, execution,
-any shell (it is pure data; nothing here opens a connection).
+Owns: the config's shape, declared once in :mod:`.models` (types, defaults, bounds, descriptions;
+:mod:`.shape` reads it for the decoder, the defaults, the JSON Schema and the docs' tables), the
+rules between keys and every message (:mod:`.validate`), and how each backend names its root.
+Must not know: storage, planning, execution, any shell (it is pure data; nothing here opens a
+connection).
 """
 
 from distributor_core.config.errors import ConfigError, ConfigFileError, ConfigLookupError, SecretError
@@ -21,11 +24,13 @@ from distributor_core.config.models import (
     MarkdownToHTML,
     PathMappingPolicy,
     Pipeline,
+    PipelineDagster,
     PrunePolicy,
     PublishPolicy,
     ReconciliationPolicy,
     RetentionPolicy,
     S3Backend,
+    S3Connection,
     S3Credentials,
     Secrets,
     Server,
@@ -40,6 +45,7 @@ from distributor_core.config.models import (
     UploadLimits,
     UploadToken,
     ValidationPolicy,
+    default_of,
 )
 from distributor_core.config.schema import config_json_schema
 from distributor_core.config.secrets import (
@@ -68,11 +74,13 @@ __all__ = [
     "MarkdownToHTML",
     "PathMappingPolicy",
     "Pipeline",
+    "PipelineDagster",
     "PrunePolicy",
     "PublishPolicy",
     "ReconciliationPolicy",
     "RetentionPolicy",
     "S3Backend",
+    "S3Connection",
     "S3Credentials",
     "S3SecretPair",
     "SSHBackend",
@@ -92,6 +100,7 @@ __all__ = [
     "UploadTokenTable",
     "ValidationPolicy",
     "config_json_schema",
+    "default_of",
     "destination_context",
     "format_byte_size",
     "format_duration",

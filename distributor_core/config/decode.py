@@ -1,4 +1,4 @@
-"""Strict decoding of the YAML tree against the field table (interfaces §1.1 step 2, resolutions C5).
+"""Strict decoding of the YAML tree against the declared shape (interfaces §1.1 step 2, resolutions C5).
 
 Walks the document in file order and reports, for every key, what is wrong with it:
 
@@ -20,19 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from distributor_core.config.fields import (
-    BACKEND_FIELDS,
-    BACKEND_KEY_OWNERS,
-    ROOT_FIELDS,
-    SOURCE_BACKENDS,
-    Field,
-    Kind,
-)
+from distributor_core.config import shape
 from distributor_core.config.loader import YAML11_BOOLEANS, YamlFloat, YamlInt
+from distributor_core.config.shape import Key, Kind
 from distributor_core.config.units import ByteSizeError, DurationError, parse_byte_size, parse_duration
 
 _INVALID = object()
-_BACKEND = Field(Kind.STRING, "backend")
+_BACKEND = Key(name="backend", kind=Kind.STRING)
 
 _TYPE_MESSAGES = {
     Kind.STRING: "must be a string",
@@ -67,35 +61,36 @@ def scalar_text(value: Any) -> str | None:
 def decode_document(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Decode the top-level mapping. Returns the clean tree and the messages, in document order."""
     messages: list[str] = []
-    tree = _decode_mapping(raw, ROOT_FIELDS, (), "", messages)
+    tree = _decode_mapping(raw, shape.root().keys, (), "", messages)
     return (tree if isinstance(tree, dict) else {}), messages
 
 
 def _decode_mapping(
-    value: Any, fields: Mapping[str, Field], backends: tuple[str, ...], path: str, messages: list[str]
+    value: Any, fields: Mapping[str, Key], backends: tuple[str, ...], path: str, messages: list[str]
 ) -> dict[str, Any] | object:
     if not isinstance(value, dict):
         messages.append(f"{path} {_TYPE_MESSAGES[Kind.MAPPING]}")
         return _INVALID
-    allowed: dict[str, Field] = dict(fields)
+    allowed: dict[str, Key] = dict(fields)
+    tables = shape.backends()
     chosen: str | None = None
     if backends:
         allowed["backend"] = _BACKEND
         named = scalar_text(value.get("backend"))
         if named in backends:
             chosen = named
-            allowed.update(BACKEND_FIELDS[named])
+            allowed.update(tables[named].keys)
         else:
             # Without a usable backend the owner of a backend key cannot be judged: accept them all
             # and let validation report the backend itself.
-            for name in SOURCE_BACKENDS:
-                allowed.update(BACKEND_FIELDS[name])
+            for table in tables.values():
+                allowed.update(table.keys)
     out: dict[str, Any] = {}
     for key, item in value.items():
         where = child_path(path, key)
         spec = allowed.get(key)
         if spec is None:
-            if chosen is not None and key in BACKEND_KEY_OWNERS:
+            if chosen is not None and key in shape.backend_key_owners():
                 messages.append(f"{where} is not supported for {chosen} backend")
             else:
                 messages.append(f"{where}: unknown field")
@@ -108,10 +103,10 @@ def _decode_mapping(
     return out
 
 
-def _decode_value(value: Any, spec: Field, path: str, messages: list[str]) -> Any:
+def _decode_value(value: Any, spec: Key, path: str, messages: list[str]) -> Any:
     kind = spec.kind
     if kind is Kind.MAPPING:
-        return _decode_mapping(value, spec.fields, spec.backends, path, messages)
+        return _decode_mapping(value, spec.keys, spec.backends, path, messages)
     if kind is Kind.MAPPING_LIST:
         if not isinstance(value, list):
             messages.append(f"{path} {_TYPE_MESSAGES[kind]}")
@@ -119,7 +114,7 @@ def _decode_value(value: Any, spec: Field, path: str, messages: list[str]) -> An
         items = []
         for index, item in enumerate(value):
             decoded = _decode_mapping(
-                {} if item is None else item, spec.fields, spec.backends, f"{path}[{index}]", messages
+                {} if item is None else item, spec.keys, spec.backends, f"{path}[{index}]", messages
             )
             items.append(decoded if isinstance(decoded, dict) else {})
         return items

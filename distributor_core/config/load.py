@@ -4,17 +4,26 @@ YAML problems are reported alone. Schema problems (unknown fields, wrong types, 
 durations and byte sizes) are reported together, in document order. When there are none,
 defaults are applied and every rule violation is reported, in discovery order. Any of these
 raises :class:`ConfigError`, whose ``messages`` list them all.
+
+Every step reads the one declaration (:mod:`.models` through :mod:`.shape`); the last builds the
+models from the validated tree with ``msgspec.convert`` (in C: tuples from lists, the backend
+union by its ``backend`` tag, ``Path`` from text through :func:`_decode_hook`, ``timedelta`` as it
+is), which checks the declared types and bounds once more and so can never fail on a user's
+file: a mismatch is a bug in the steps before (``TypeError``), never a config error.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from distributor_core.config.construct import construct
+import msgspec
+
 from distributor_core.config.decode import decode_document
-from distributor_core.config.defaults import apply_defaults
 from distributor_core.config.errors import ConfigError, ConfigFileError
+from distributor_core.config.fill import fill
 from distributor_core.config.loader import load_yaml_mapping
 from distributor_core.config.models import Config
 from distributor_core.config.validate import staging_location_messages, validate_tree
@@ -52,9 +61,19 @@ def _parse(
     if messages:
         raise ConfigError(messages, source=source_name)
     refused = staging_location_messages(tree)
-    filled = apply_defaults(tree, Path(os.path.abspath(base_dir)))
+    filled = fill(tree, Path(os.path.abspath(base_dir)))
     messages = [*refused, *validate_tree(filled)]
     if messages:
         raise ConfigError(messages, source=source_name)
-    # every check has been made above: msgspec.convert builds the Structs (construct.py)
-    return construct(Config, {**filled, "config_path": config_path})
+    try:
+        return msgspec.convert(
+            {**filled, "config_path": config_path}, Config, dec_hook=_decode_hook, builtin_types=(timedelta,)
+        )
+    except msgspec.ValidationError as exc:
+        raise TypeError(f"validated config does not fit the models: {exc}") from None
+
+
+def _decode_hook(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str | Path):
+        return Path(value)
+    raise NotImplementedError(f"no conversion of {type(value).__name__} to {kind}")

@@ -1,8 +1,9 @@
 """JSON Schema (draft 2020-12) of the YAML config, for editors and ``distributor config schema``.
 
-Generated from the same field table the strict decoder uses (``fields.py``), so it names exactly
-the keys the loader accepts. Backend fields are inline: a source or destination allows the keys
-of the backend its ``backend`` names, expressed with ``if``/``then`` branches.
+Generated from the declaration the strict decoder reads (:mod:`.models` through :mod:`.shape`), so
+it names exactly the keys the loader accepts, with their defaults, documented values and bounds.
+Backend fields are inline: a source or destination allows the keys of the backend its ``backend``
+names, expressed with ``if``/``then`` branches.
 
 The schema describes the documented form, including the YAML 1.1 words boolean fields accept
 (``yes``/``no``/``on``/``off``/``y``/``n``, resolutions G2). The loader is a little more lenient in two
@@ -13,17 +14,13 @@ pipelines, retention needing a policy when enabled, ...) are checked by the load
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from distributor_core.config.fields import (
-    BACKEND_FIELDS,
-    BACKEND_REQUIRED,
-    ROOT_FIELDS,
-    Field,
-    Kind,
-)
+from distributor_core.config import shape
 from distributor_core.config.loader import YAML11_BOOLEANS
+from distributor_core.config.shape import Key, Kind
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
@@ -57,12 +54,13 @@ def config_json_schema() -> dict[str, Any]:
         "title": "distributor configuration",
         "description": "Configuration file of distributor (see docs/config.md).",
     }
-    schema.update(_object(ROOT_FIELDS, (), ("pipelines",)))
+    root = shape.root()
+    schema.update(_object(root.keys, (), root.required))
     schema["$defs"] = {name: dict(value) for name, value in _DEFS.items()}
     return schema
 
 
-def _object(fields: Mapping[str, Field], backends: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
+def _object(fields: Mapping[str, Key], backends: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
     properties = {name: _field(spec) for name, spec in fields.items()}
     if not backends:
         result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
@@ -74,10 +72,11 @@ def _object(fields: Mapping[str, Field], backends: tuple[str, ...], required: tu
     for backend in backends:
         allowed: dict[str, Any] = {name: {} for name in properties}
         allowed["backend"] = {"const": backend}
-        allowed.update({name: _field(spec) for name, spec in BACKEND_FIELDS[backend].items()})
+        table = shape.backends()[backend]
+        allowed.update({name: _field(spec) for name, spec in table.keys.items()})
         then: dict[str, Any] = {"properties": allowed, "additionalProperties": False}
-        if BACKEND_REQUIRED[backend]:
-            then["required"] = list(BACKEND_REQUIRED[backend])
+        if table.required:
+            then["required"] = list(table.required)
         branches.append(
             {"if": {"properties": {"backend": {"const": backend}}, "required": ["backend"]}, "then": then}
         )
@@ -89,22 +88,23 @@ def _object(fields: Mapping[str, Field], backends: tuple[str, ...], required: tu
     }
 
 
-def _field(spec: Field) -> dict[str, Any]:
+def _field(spec: Key) -> dict[str, Any]:
     kind = spec.kind
     if kind is Kind.STRING:
         result: dict[str, Any] = {"type": "string"}
         if spec.choices:
             result["enum"] = list(spec.choices)
         if spec.pattern:
-            result["pattern"] = f"^{spec.pattern}$"
+            result["pattern"] = spec.pattern
     elif kind is Kind.BOOLEAN:
         result = {"$ref": "#/$defs/boolean"}
     elif kind is Kind.INTEGER:
         result = {"type": "integer"}
-        if spec.minimum is not None:
-            result["minimum"] = spec.minimum
-        if spec.maximum is not None:
-            result["maximum"] = spec.maximum
+        minimum = spec.gt + 1 if spec.gt is not None else spec.ge
+        if minimum is not None:
+            result["minimum"] = minimum
+        if spec.le is not None:
+            result["maximum"] = spec.le
     elif kind is Kind.DURATION:
         result = {"$ref": "#/$defs/duration"}
     elif kind is Kind.BYTE_SIZE:
@@ -114,12 +114,22 @@ def _field(spec: Field) -> dict[str, Any]:
     elif kind is Kind.STRING_MAP:
         result = {"type": "object", "additionalProperties": {"type": "string"}}
     elif kind is Kind.MAPPING:
-        result = _object(spec.fields, spec.backends, spec.required)
+        result = _object(spec.keys, spec.backends, spec.required)
     else:
-        result = {"type": "array", "items": _object(spec.fields, spec.backends, spec.required)}
+        result = {"type": "array", "items": _object(spec.keys, spec.backends, spec.required)}
     if kind in (Kind.STRING_LIST, Kind.MAPPING_LIST) and spec.min_items is not None:
         result["minItems"] = spec.min_items
-    result["description"] = spec.doc
-    if spec.default is not None:
-        result["default"] = spec.default
+    result["description"] = plain(spec.doc)
+    default = shape.written_default(spec)
+    if default is not None:
+        result["default"] = default
     return result
+
+
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+
+
+def plain(text: str) -> str:
+    """A description without its Markdown links (``[validation cache](operations.md#...)`` →
+    ``validation cache``): docs/config.md links its sections, a schema's reader has no such page."""
+    return _LINK.sub(r"\1", text)

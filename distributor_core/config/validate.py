@@ -5,41 +5,63 @@ message in discovery order: ``server.http``, then pipelines in file order (each 
 source, destinations; each destination's id, backend, publish/transform, path_mapping, links,
 state, reconciliation, retention, takeover, transfer), then upload tokens. The wording of every
 message is part of the contract; tests assert them exactly.
+
+This module owns the order of the checks and every rule between keys. What one key allows (its
+bounds, documented values, id pattern) is declared with the key in :mod:`.models`;
+:func:`bound_problem` and :func:`_choice` word it from there.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import PurePath
 from typing import Any
 
+import msgspec
+
 from distributor_core import paths
+from distributor_core.config import models as m
+from distributor_core.config import shape
 from distributor_core.config.addresses import has_query_or_fragment, is_http_url, split_host_port
-from distributor_core.config.fields import (
-    DESTINATION_BACKENDS,
-    HOST_KEY_POLICIES,
-    LINK_PRIMARIES,
-    MARKDOWN_MODES,
-    PATH_MAPPING_MODES,
-    RECONCILIATION_MODES,
-    S3_CONDITIONAL_WRITES,
-    SLUG_PATTERN,
-    SOURCE_BACKENDS,
-    SSH_TRANSPORTS,
-    STATE_MODES,
-    TAKEOVER_MODES,
-    TRANSFER_CHOICES,
-)
+from distributor_core.config.shape import Key
 from distributor_core.config.ssh_options import host_problem, option_problems, user_problem
 
 Tree = dict[str, Any]
-_SLUG = re.compile(SLUG_PATTERN, re.ASCII)
+_SLUG = re.compile(m.SLUG_PATTERN, re.ASCII)
 
 
 def is_slug_like_id(value: str) -> bool:
     """``[a-zA-Z0-9][a-zA-Z0-9._-]*`` over the whole string (interfaces §0.2)."""
     return _SLUG.fullmatch(value) is not None
+
+
+def bound_problem(key: Key, value: Any) -> str | None:
+    """What ``value`` breaks of ``key``'s declared bounds, worded (``must be greater than zero``),
+    or ``None``. A duration's bound is in seconds."""
+    number = value.total_seconds() if isinstance(value, timedelta) else value
+    if key.le is not None and key.ge is not None and not key.ge <= number <= key.le:
+        return f"must be between {key.ge} and {key.le}"
+    if key.gt == 0 and number <= 0:
+        return "must be greater than zero"
+    if key.ge == 0 and number < 0:
+        return "must be zero or greater"
+    if key.ge is not None and key.le is None and number < key.ge:
+        return f"must be {key.ge} or greater"
+    return None
+
+
+def _bounded(model: type[msgspec.Struct], values: Tree, names: Sequence[str], context: str, errs: list[str]) -> None:
+    """Each named value of ``values`` within the bounds ``model`` declares for it."""
+    for name in names:
+        problem = bound_problem(shape.field(model, name), values[name])
+        if problem:
+            errs.append(f"{context}.{name} {problem}")
+
+
+def _choices(model: type[msgspec.Struct], name: str) -> tuple[str, ...]:
+    return shape.field(model, name).choices
 
 
 def one_of(choices: Sequence[str]) -> str:
@@ -135,8 +157,7 @@ def validate_tree(tree: Tree) -> list[str]:
             upload_pipeline_ids[pipeline_id] = None
             _staging_overlap(pipeline["source"].get("staging_path"), pipeline_id, context, staging_paths, errs)
 
-        if pipeline["dagster"]["max_partitions"] < 1:
-            errs.append(f"{context}.dagster.max_partitions must be 1 or greater")
+        _bounded(m.PipelineDagster, pipeline["dagster"], ("max_partitions",), f"{context}.dagster", errs)
         if not pipeline["destinations"]:
             errs.append(f"{context}.destinations is required")
         destination_ids: set[str] = set()
@@ -173,27 +194,23 @@ def _server_http(http: Tree, errs: list[str]) -> None:
     store = http.get("staging_store")
     if store is not None and store["bucket"]:  # a missing bucket is reported with the URL
         _s3(store, "server.http.staging_s3", errs)
-    for name in ("max_upload_size", "queue_size", "max_concurrency"):
-        if http[name] <= 0:
-            errs.append(f"server.http.{name} must be greater than zero")
-    for name in ("retention", "header_timeout", "body_idle_timeout", "publication_lease", "admission_lease"):
-        if http[name].total_seconds() <= 0:
-            errs.append(f"server.http.{name} must be greater than zero")
-    for name in ("max_connections", "max_head_size"):
-        if http[name] <= 0:
-            errs.append(f"server.http.{name} must be greater than zero")
-    for name in ("max_connections_per_client", "reserved_connections"):
-        if http[name] < 0:
-            errs.append(f"server.http.{name} must be zero or greater")
+    _bounded(m.ServerHTTP, http, _SERVER_BOUNDED, "server.http", errs)
     if http["reserved_connections"] >= http["max_connections"] > 0:
         errs.append("server.http.reserved_connections must be less than server.http.max_connections")
-    if http["max_queue_per_token"] < 0:
-        errs.append("server.http.max_queue_per_token must be zero or greater")
+    problem = bound_problem(shape.field(m.ServerHTTP, "max_queue_per_token"), http["max_queue_per_token"])
+    if problem:
+        errs.append(f"server.http.max_queue_per_token {problem}")
     elif http["max_queue_per_token"] > http["queue_size"] > 0:
         errs.append("server.http.max_queue_per_token must not be greater than server.http.queue_size")
-    for name, value in http["limits"].items():
-        if value <= 0:
-            errs.append(f"server.http.limits.{name} must be greater than zero")
+    _bounded(m.UploadLimits, http["limits"], tuple(http["limits"]), "server.http.limits", errs)
+
+
+#: the keys of ``server.http`` whose declared bounds are checked, in the catalogue's order
+_SERVER_BOUNDED = (
+    "max_upload_size", "queue_size", "max_concurrency", "retention", "header_timeout", "body_idle_timeout",
+    "publication_lease", "admission_lease", "max_connections", "max_head_size", "max_connections_per_client",
+    "reserved_connections",
+)
 
 
 def _backend(storage: Tree, context: str, errs: list[str], *, source: bool) -> None:
@@ -204,7 +221,7 @@ def _backend(storage: Tree, context: str, errs: list[str], *, source: bool) -> N
     if not source and name == "http_upload":
         errs.append(f"{context}.backend http_upload is valid only as a source backend")
         return
-    allowed = SOURCE_BACKENDS if source else DESTINATION_BACKENDS
+    allowed = shape.source_backends() if source else shape.destination_backends()
     if name not in allowed:
         errs.append(f"{context}.backend must be {one_of(allowed)}")
         return
@@ -221,8 +238,7 @@ def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.host is required for ssh backend")
     elif problem := host_problem(storage["host"]):
         errs.append(f"{context}.host {problem}")
-    if not 1 <= storage["port"] <= 65535:
-        errs.append(f"{context}.port must be between 1 and 65535")
+    _bounded(m.SSHBackend, storage, ("port",), context, errs)
     if storage["user"] == "":
         errs.append(f"{context}.user is required for ssh backend")
     elif problem := user_problem(storage["user"]):
@@ -231,11 +247,9 @@ def _ssh(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.path is required for ssh backend")
     elif not storage["path"].startswith("/"):
         errs.append(f"{context}.path must be an absolute remote path for ssh backend")
-    if storage["host_key_policy"] not in HOST_KEY_POLICIES:
-        errs.append(f"{context}.host_key_policy must be {one_of(HOST_KEY_POLICIES)}")
-    if storage["transport"] not in SSH_TRANSPORTS:
-        errs.append(f"{context}.transport must be {one_of(SSH_TRANSPORTS)}")
-    elif storage["transport"] != "openssh":
+    _choice(storage["host_key_policy"], _choices(m.SSHBackend, "host_key_policy"), f"{context}.host_key_policy", errs)
+    refused = _choice(storage["transport"], _choices(m.SSHBackend, "transport"), f"{context}.transport", errs)
+    if not refused and storage["transport"] != "openssh":
         for name in ("ssh_config_file", "ssh_options"):
             if storage[name]:
                 errs.append(f"{context}.{name} is only used with transport: openssh")
@@ -249,8 +263,8 @@ def _s3(storage: Tree, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.prefix must be a clean relative slash-separated path")
     if storage["endpoint"] is not None and not is_http_url(storage["endpoint"]):
         errs.append(f"{context}.endpoint must be an absolute http or https URL")
-    if storage["conditional_writes"] not in S3_CONDITIONAL_WRITES:
-        errs.append(f"{context}.conditional_writes must be {one_of(S3_CONDITIONAL_WRITES)}")
+    _choice(storage["conditional_writes"], _choices(m.S3Backend, "conditional_writes"), f"{context}.conditional_writes",
+            errs)
     credentials = storage["credentials"]
     if credentials is not None and not (credentials["access_key_id_env"] and credentials["secret_access_key_env"]):
         errs.append(f"{context}.credentials.access_key_id_env and secret_access_key_env must be set together")
@@ -259,8 +273,7 @@ def _s3(storage: Tree, context: str, errs: list[str]) -> None:
 def _http_upload(storage: Tree, context: str, errs: list[str]) -> None:
     if storage["staging_path"] is None or str(storage["staging_path"]) == "":
         errs.append(f"{context}.staging_path is required for http_upload backend")
-    if storage["max_upload_size"] <= 0:
-        errs.append(f"{context}.max_upload_size must be greater than zero")
+    _bounded(m.HTTPUploadSource, storage, ("max_upload_size",), context, errs)
 
 
 _BACKEND_CHECKS: dict[str, Callable[[Tree, str, list[str]], None]] = {
@@ -286,21 +299,27 @@ def _destination(
 
     _backend(destination["storage"], context, errs, source=False)
     _publish_transform(destination, context, errs)
-    _choice(destination["path_mapping"]["mode"], PATH_MAPPING_MODES, f"{context}.path_mapping.mode", errs)
+    _mode(destination, m.PathMappingPolicy, "path_mapping", context, errs)
     _links(destination["links"], f"{context}.links", errs)
-    _choice(destination["state"]["mode"], STATE_MODES, f"{context}.state.mode", errs)
-    _choice(destination["reconciliation"]["mode"], RECONCILIATION_MODES, f"{context}.reconciliation.mode", errs)
+    _mode(destination, m.StatePolicy, "state", context, errs)
+    _mode(destination, m.ReconciliationPolicy, "reconciliation", context, errs)
     _retention(destination["retention"]["prune"], f"{context}.retention", errs)
-    _choice(destination["takeover"]["mode"], TAKEOVER_MODES, f"{context}.takeover.mode", errs)
-    if destination["lock_lease"].total_seconds() <= 0:
-        errs.append(f"{context}.lock_lease must be greater than zero")
-    for name, choices in TRANSFER_CHOICES.items():
-        _choice(destination["transfer"][name], choices, f"{context}.transfer.{name}", errs)
+    _mode(destination, m.TakeoverPolicy, "takeover", context, errs)
+    _bounded(m.Destination, destination, ("lock_lease",), context, errs)
+    for name in destination["transfer"]:
+        _choice(destination["transfer"][name], _choices(m.TransferPolicy, name), f"{context}.transfer.{name}", errs)
 
 
-def _choice(value: str, choices: Sequence[str], path: str, errs: list[str]) -> None:
+def _mode(destination: Tree, model: type[msgspec.Struct], block: str, context: str, errs: list[str]) -> None:
+    _choice(destination[block]["mode"], _choices(model, "mode"), f"{context}.{block}.mode", errs)
+
+
+def _choice(value: str, choices: Sequence[str], path: str, errs: list[str]) -> bool:
+    """Whether ``value`` is not one of ``choices`` (and the message is added)."""
     if value not in choices:
         errs.append(f"{path} must be {one_of(choices)}")
+        return True
+    return False
 
 
 def _publish_transform(destination: Tree, context: str, errs: list[str]) -> None:
@@ -311,7 +330,8 @@ def _publish_transform(destination: Tree, context: str, errs: list[str]) -> None
     if publish["html"] and (markdown is None or not markdown["enabled"]):
         errs.append(f"{context}.transform.markdown_to_html must be enabled when publish.html is true")
     if markdown is not None:
-        _choice(markdown["mode"], MARKDOWN_MODES, f"{context}.transform.markdown_to_html.mode", errs)
+        where = f"{context}.transform.markdown_to_html.mode"
+        _choice(markdown["mode"], _choices(m.MarkdownToHTML, "mode"), where, errs)
 
 
 def _links(links: Tree | None, context: str, errs: list[str]) -> None:
@@ -324,7 +344,7 @@ def _links(links: Tree | None, context: str, errs: list[str]) -> None:
         errs.append(f"{context}.base_url must be an absolute http or https URL")
     elif has_query_or_fragment(base_url):
         errs.append(f"{context}.base_url must not have a query or fragment")
-    _choice(links["primary"], LINK_PRIMARIES, f"{context}.primary", errs)
+    _choice(links["primary"], _choices(m.LinksPolicy, "primary"), f"{context}.primary", errs)
 
 
 def _retention(prune: Tree, context: str, errs: list[str]) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import contextlib
 
 from distributor_core import paths as lp
+from distributor_core.config.models import Destination, default_of
 from distributor_core.lease import FencedStorage, Lease
 from distributor_core.storage.base import Storage
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.timefmt import Clock
 
 #: seconds a lock lasts without renewal (a destination's ``lock_lease``)
-DEFAULT_LEASE = 60.0
+DEFAULT_LEASE: float = default_of(Destination, "lock_lease").total_seconds()
+#: seconds an acquirer waits for a held lock
 DEFAULT_WAIT = 30.0
 
 

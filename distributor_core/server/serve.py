@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from distributor_core.config import Config, models
+from distributor_core.config import Config, ServerHTTP
 from distributor_core.server.app import create_app, header_authenticator
 from distributor_core.server.connections import guarded_protocol, nobody_authenticated
 from distributor_core.server.errors import ServerSetupError
@@ -90,19 +90,11 @@ def uvicorn_config(app: Any, config: Config | None, *, grace: float = SHUTDOWN_G
     config), no access log, no server header, lifespan on."""
     uploads = getattr(getattr(app, "state", None), "uploads", None)
     authenticated = header_authenticator(uploads.tokens) if uploads is not None else nobody_authenticated
-    if config is not None:
-        http = config.server.http
-        protocol = guarded_protocol(
-            http.header_timeout.total_seconds(), http.max_connections, max_head_size=http.max_head_size,
-            per_client=http.max_connections_per_client, reserved=http.reserved_slots(),
-            authenticated=authenticated,
-        )
-    else:
-        protocol = guarded_protocol(
-            models.DEFAULT_HEADER_TIMEOUT.total_seconds(), models.DEFAULT_MAX_CONNECTIONS,
-            max_head_size=models.DEFAULT_MAX_HEAD_SIZE, per_client=models.DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
-            reserved=models.DEFAULT_MAX_CONNECTIONS // 4, authenticated=authenticated,
-        )
+    http = config.server.http if config is not None else ServerHTTP()  # without a config: the declared defaults
+    protocol = guarded_protocol(
+        http.header_timeout.total_seconds(), http.max_connections, max_head_size=http.max_head_size,
+        per_client=http.max_connections_per_client, reserved=http.reserved_slots(), authenticated=authenticated,
+    )
     return uvicorn.Config(
         app,
         http=protocol,

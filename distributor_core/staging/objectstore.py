@@ -46,6 +46,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from distributor_core.config.models import ServerHTTP, default_of
 from distributor_core.lease import GRANTED, Act, Found, Lease, LeaseLost, Observer, RecordState
 from distributor_core.lease import parse_record as parse_lease_record
 from distributor_core.staging.index import key_sha256
@@ -81,10 +82,10 @@ BUNDLES = "bundles"
 KEYS = "keys"
 PENDING = "pending"
 QUARANTINE = "quarantine"
-#: default time after which an admission without its record is considered dead
-DEFAULT_ABANDON_AFTER = timedelta(minutes=2)
+#: default time after which an admission without its record is considered dead (``server.http.admission_lease``)
+DEFAULT_ABANDON_AFTER: timedelta = default_of(ServerHTTP, "admission_lease")
 #: default lease of an inline publication (``server.http.publication_lease``)
-DEFAULT_LEASE = timedelta(seconds=60)
+DEFAULT_LEASE: timedelta = default_of(ServerHTTP, "publication_lease")
 #: holder of a pending marker while its upload is being admitted
 ADMISSION = "admission of "
 #: read-modify-write attempts of an unconditional update before giving up

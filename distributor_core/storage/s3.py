@@ -71,6 +71,7 @@ from types import SimpleNamespace
 from typing import Any, BinaryIO, Protocol, cast
 
 from distributor_core import paths as lp
+from distributor_core.config.models import S3Backend, default_of
 from distributor_core.storage.base import (
     CHUNK_SIZE,
     BytesCallback,
@@ -101,7 +102,8 @@ S3Client = Any
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REGION = "us-east-1"
+#: an ``s3`` backend's declared ``region`` default
+DEFAULT_REGION: str = default_of(S3Backend, "region")
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 4
 #: outputs the executor may write at once (``max_parallel_writes``): object stores are

@@ -25,6 +25,8 @@ import paramiko
 from paramiko.sftp import SFTPError
 from paramiko.sftp_client import SFTPClient
 
+from distributor_core.config.models import SSHBackend, default_of
+from distributor_core.config.shape import field
 from distributor_core.config.ssh_options import host_problem, option_problems, user_problem
 from distributor_core.storage import sftp_wire as wire
 
@@ -33,11 +35,12 @@ from distributor_core.storage import sftp_wire as wire
 # StorageErrors; applications that configure logging still receive paramiko's records.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-HOST_KEY_POLICIES = ("strict", "accept_new")
+#: an ``ssh`` backend's ``host_key_policy`` values, defaults and transports, as the config declares them
+HOST_KEY_POLICIES = field(SSHBackend, "host_key_policy").choices
 #: ``paramiko`` (SSH in this process) or ``openssh`` (the system ``ssh`` client, :mod:`.sftp_openssh`)
-TRANSPORTS = ("paramiko", "openssh")
-DEFAULT_KNOWN_HOSTS_FILE = "~/.ssh/known_hosts"
-DEFAULT_PORT = 22
+TRANSPORTS = field(SSHBackend, "transport").choices
+DEFAULT_KNOWN_HOSTS_FILE: str = os.fspath(default_of(SSHBackend, "known_hosts_file"))
+DEFAULT_PORT: int = default_of(SSHBackend, "port")
 
 #: ciphers paramiko runs fastest (AES-GCM, then AES-CTR); the rest keep paramiko's order
 _PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr")

@@ -484,12 +484,12 @@ def test_str_of_error_is_the_joined_messages() -> None:
 
 def _defaulted_tree(text: str) -> dict:
     from distributor_core.config.decode import decode_document
-    from distributor_core.config.defaults import apply_defaults
+    from distributor_core.config.fill import fill
     from distributor_core.config.loader import load_yaml_mapping
 
     tree, problems = decode_document(load_yaml_mapping(text))
     assert problems == []
-    return apply_defaults(tree, BASE_DIR)
+    return fill(tree, BASE_DIR)
 
 
 @pytest.mark.parametrize(

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from distributor_core.config.fields import BACKEND_FIELDS, ROOT_FIELDS, Field
+from distributor_core.config import shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "config.md").read_text()
 
 
-def _walk(fields: Mapping[str, Field]) -> Iterator[tuple[str, Field]]:
-    for name, spec in fields.items():
-        yield name, spec
-        yield from _walk(spec.fields)
-
-
-ALL_FIELDS = list(_walk(ROOT_FIELDS)) + [item for table in BACKEND_FIELDS.values() for item in _walk(table)]
+ALL_FIELDS = [(path.rsplit(".", 1)[-1], key) for path, key in shape.walk(shape.root())] + [
+    (name, key) for table in shape.backends().values() for name, key in shape.walk(table)
+]
 
 
 @pytest.mark.parametrize("name", sorted({name for name, _ in ALL_FIELDS}))
@@ -29,7 +24,7 @@ def test_every_key_is_documented(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", sorted({choice for _, spec in ALL_FIELDS for choice in spec.choices} | set(BACKEND_FIELDS))
+    "value", sorted({choice for _, spec in ALL_FIELDS for choice in spec.choices} | set(shape.backends()))
 )
 def test_every_documented_value_is_in_the_doc(value: str) -> None:
     assert f"`{value}`" in DOC, value

@@ -9,8 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from distributor_core.config import config_json_schema
-from distributor_core.config.fields import BACKEND_FIELDS, DESTINATION_FIELDS, ROOT_FIELDS
+from distributor_core.config import config_json_schema, models, shape
 from distributor_core.config.loader import load_yaml_mapping
 
 from .helpers import messages, one_pipeline, upload_pipeline, with_destination
@@ -99,14 +98,25 @@ def _keys(schema: dict[str, Any]) -> set[str]:
 
 def test_schema_names_exactly_the_decoder_keys() -> None:
     schema = config_json_schema()
-    assert _keys(schema) == set(ROOT_FIELDS)
+    destination_keys = set(shape.root().keys["pipelines"].keys["destinations"].keys)
+    backends = shape.backends()
+    assert _keys(schema) == set(shape.root().keys) == {"server", "secrets", "upload_tokens", "pipelines"}
     pipeline = schema["properties"]["pipelines"]["items"]
     destination = pipeline["properties"]["destinations"]["items"]
-    assert _keys(destination) == set(DESTINATION_FIELDS) | {"backend"}
+    assert _keys(destination) == destination_keys | {"backend"}
     for branch in destination["allOf"]:
         backend = branch["if"]["properties"]["backend"]["const"]
-        assert set(branch["then"]["properties"]) == set(DESTINATION_FIELDS) | {"backend"} | set(BACKEND_FIELDS[backend])
+        assert set(branch["then"]["properties"]) == destination_keys | {"backend"} | set(backends[backend].keys)
     source = pipeline["properties"]["source"]
-    assert {b["if"]["properties"]["backend"]["const"] for b in source["allOf"]} == set(BACKEND_FIELDS)
+    assert {b["if"]["properties"]["backend"]["const"] for b in source["allOf"]} == set(backends)
     assert source["properties"]["backend"]["enum"] == ["local", "ssh", "s3", "http_upload"]
     assert destination["properties"]["backend"]["enum"] == ["local", "ssh", "s3"]
+
+
+def test_schema_carries_the_declared_defaults_and_bounds() -> None:
+    http = config_json_schema()["properties"]["server"]["properties"]["http"]["properties"]
+    assert http["retention"]["default"] == "24h" and http["max_upload_size"]["default"] == "100MB"
+    assert http["publication_lease"]["default"] == "1m" and http["queue_size"]["minimum"] == 1
+    assert "[" not in http["max_connections_per_client"]["description"]  # Markdown links dropped
+    ssh = shape.backends()["ssh"].keys["port"]
+    assert (ssh.ge, ssh.le, ssh.default) == (1, 65535, models.default_of(models.SSHBackend, "port"))

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from distributor_core.config import Config, S3Backend
-from distributor_core.config.fields import BACKEND_FIELDS, ROOT_FIELDS, Field, Kind
+from distributor_core.config import Config, S3Backend, shape
 from distributor_core.config.loader import YAML11_BOOLEANS
+from distributor_core.config.shape import Kind
 
 from .helpers import TOKENS, load, messages, one_pipeline, upload_pipeline, with_destination
 
@@ -68,18 +68,8 @@ BOOLEAN_FIELDS: dict[str, tuple[str, Callable[[Config], Any]]] = {
 }
 
 
-def _all_fields() -> list[tuple[str, Field]]:
-    found: list[tuple[str, Field]] = []
-
-    def walk(prefix: str, fields: Any) -> None:
-        for name, spec in fields.items():
-            found.append((prefix + name, spec))
-            walk(f"{prefix}{name}.", spec.fields)
-
-    walk("", ROOT_FIELDS)
-    for table in BACKEND_FIELDS.values():
-        walk("", table)
-    return found
+def _all_fields() -> list[tuple[str, shape.Key]]:
+    return [*shape.walk(shape.root()), *(item for table in shape.backends().values() for item in shape.walk(table))]
 
 
 def test_every_boolean_field_is_covered() -> None:

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from distributor_core import jsonfmt
-from distributor_core.config import fields
+from distributor_core.config import models
+from distributor_core.config.shape import field
 from distributor_core.plan.modes import (
     ConflictChoice,
     LinkPrimary,
@@ -27,16 +28,16 @@ from distributor_core.plan.modes import (
 #: config choice tuple -> the enum planning turns it into (``generated`` is planning's alias of
 #: ``html`` for hand-built requests; the config offers the canonical three)
 CONFIG_CHOICES = [
-    (fields.MARKDOWN_MODES, MarkdownMode, ()),
-    (fields.PATH_MAPPING_MODES, PathMapping, ()),
-    (fields.LINK_PRIMARIES, LinkPrimary, (LinkPrimary.GENERATED,)),
-    (fields.STATE_MODES, StateMode, ()),
-    (fields.RECONCILIATION_MODES, ReconciliationMode, ()),
-    (fields.TAKEOVER_MODES, TakeoverMode, ()),
-    (fields.TRANSFER_CHOICES["on_destination_same"], SameChoice, ()),
-    (fields.TRANSFER_CHOICES["on_destination_older"], OlderChoice, ()),
-    (fields.TRANSFER_CHOICES["on_destination_newer"], NewerChoice, ()),
-    (fields.TRANSFER_CHOICES["on_conflict"], ConflictChoice, ()),
+    (field(models.MarkdownToHTML, "mode").choices, MarkdownMode, ()),
+    (field(models.PathMappingPolicy, "mode").choices, PathMapping, ()),
+    (field(models.LinksPolicy, "primary").choices, LinkPrimary, (LinkPrimary.GENERATED,)),
+    (field(models.StatePolicy, "mode").choices, StateMode, ()),
+    (field(models.ReconciliationPolicy, "mode").choices, ReconciliationMode, ()),
+    (field(models.TakeoverPolicy, "mode").choices, TakeoverMode, ()),
+    (field(models.TransferPolicy, "on_destination_same").choices, SameChoice, ()),
+    (field(models.TransferPolicy, "on_destination_older").choices, OlderChoice, ()),
+    (field(models.TransferPolicy, "on_destination_newer").choices, NewerChoice, ()),
+    (field(models.TransferPolicy, "on_conflict").choices, ConflictChoice, ()),
 ]
 
 
