@@ -25,8 +25,8 @@ from distributor_core import paths as lp
 from distributor_core.app.audit import audit_destination
 from distributor_core.app.audit_report import AuditReport
 from distributor_core.app.output_check import OK, STATUSES
-from distributor_core.config import Destination, Pipeline
-from distributor_dagster.checks import DIGEST_CHECK, LISTED, Outcome, path_uri
+from distributor_core.config import Destination, Pipeline, StorageBackend
+from distributor_dagster.checks import DIGEST_CHECK, LISTED, Outcome
 from distributor_dagster.maintenance.errors import MAINTENANCE_ERRORS
 from distributor_dagster.site import Site
 
@@ -43,7 +43,7 @@ PROBLEM_SCHEMA = dg.TableSchema(
 
 
 def digest_outcome(
-    site: Site, pipeline: Pipeline, destination: Destination, bundle_path: str, root_uri: str
+    site: Site, pipeline: Pipeline, destination: Destination, bundle_path: str, root: StorageBackend
 ) -> Outcome:
     """``outputs_match_digests`` for one destination bundle path: every recorded output re-read."""
     where = lp.display_path(bundle_path)
@@ -53,11 +53,11 @@ def digest_outcome(
             environment=site.environment(),
         )
     except MAINTENANCE_ERRORS as exc:
-        metadata = {"bundle_path": where, "destination_uri": path_uri(root_uri, bundle_path), "error": str(exc)}
+        metadata = {"bundle_path": where, "destination_uri": root.uri(bundle_path), "error": str(exc)}
         return Outcome(DIGEST_CHECK, False, f"{where}: not audited: {exc}", metadata)
     assert isinstance(report, AuditReport)
     outcome = digest_report_outcome(report, bundle_path)
-    outcome.metadata["destination_uri"] = path_uri(root_uri, bundle_path)
+    outcome.metadata["destination_uri"] = root.uri(bundle_path)
     return outcome
 
 

@@ -33,7 +33,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetC
 from distributor_core import paths as lp
 from distributor_core.app.health import PathHealth, inspect_paths
 from distributor_core.bundle import BundleError, BundleValidationError
-from distributor_core.config import Destination, Pipeline
+from distributor_core.config import Destination, Pipeline, StorageBackend
 from distributor_dagster.names import CHECK_NAMES, DestinationNames
 from distributor_dagster.partitions import bundle_path
 from distributor_dagster.site import Site
@@ -145,14 +145,10 @@ def _table(rows: list[dict[str, Any]], schema: dg.TableSchema) -> dg.TableMetada
     return dg.MetadataValue.table(records=[dg.TableRecord(row) for row in rows], schema=schema)
 
 
-def path_uri(root_uri: str, bundle_path: str) -> str:
-    return root_uri if not bundle_path else f"{root_uri.rstrip('/')}/{bundle_path}"
-
-
-def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
+def outcomes(health: PathHealth, root: StorageBackend) -> dict[str, Outcome]:
     """The three checks' outcomes for one destination path."""
     where = lp.display_path(health.bundle_path)
-    common: dict[str, Any] = {"bundle_path": where, "destination_uri": path_uri(root_uri, health.bundle_path)}
+    common: dict[str, Any] = {"bundle_path": where, "destination_uri": root.uri(health.bundle_path)}
     missing = health.missing_outputs
     unmanaged = health.unmanaged_entries
     unmanaged_count = len(unmanaged)
@@ -205,13 +201,13 @@ def outcomes(health: PathHealth, root_uri: str) -> dict[str, Outcome]:
     }
 
 
-def not_published(bundle_path: str, error: str, root_uri: str) -> dict[str, Outcome]:
+def not_published(bundle_path: str, error: str, root: StorageBackend) -> dict[str, Outcome]:
     """The checks of a destination path a run targeted but could not publish to because its bundle
     failed validation, where nothing was ever published: nothing there to vouch for or against."""
     where = lp.display_path(bundle_path)
     text = (f"nothing is published at {where}: its bundle failed validation (the source check {SOURCE_CHECK} "
             "says why); the destination is unchanged")
-    metadata = {"bundle_path": where, "destination_uri": path_uri(root_uri, bundle_path), "published": False,
+    metadata = {"bundle_path": where, "destination_uri": root.uri(bundle_path), "published": False,
                 "source_error": error}
     outcomes = {name: Outcome(name, True, text, dict(metadata)) for name in CHECK_NAMES}
     outcomes[DIGEST_CHECK] = Outcome(DIGEST_CHECK, True, text, dict(metadata))
@@ -219,7 +215,8 @@ def not_published(bundle_path: str, error: str, root_uri: str) -> dict[str, Outc
 
 
 def evaluate_paths(
-    site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: Iterable[str], root_uri: str, log: Any
+    site: Site, pipeline: Pipeline, destination: Destination, bundle_paths: Iterable[str], root: StorageBackend,
+    log: Any,
 ) -> dict[str, dict[str, Outcome]]:
     """The outcomes of the three checks for each destination bundle path (destination opened once)."""
     paths = list(dict.fromkeys(bundle_paths))
@@ -228,7 +225,7 @@ def evaluate_paths(
     try:
         healths = inspect_paths(site.config, pipeline.id, destination.id, paths, environment=site.environment())
     except Exception as exc:  # the destination cannot be opened: every path fails its checks
-        healths = {path: PathHealth(path, error=f"destination {root_uri} cannot be read: {exc}") for path in paths}
+        healths = {path: PathHealth(path, error=f"destination {root.uri()} cannot be read: {exc}") for path in paths}
     results = {}
     for path in paths:
         health = healths[path]
@@ -236,7 +233,7 @@ def evaluate_paths(
             log.warning(f"{lp.display_path(path)}: {health.error}")
         elif health.report is not None:
             log.info(health.report.text_line(with_bundle=True))
-        results[path] = outcomes(health, root_uri)
+        results[path] = outcomes(health, root)
     return results
 
 

@@ -1,40 +1,17 @@
-"""How sources and destinations are named to a Dagster user: absolute root URIs (``dagster/uri``)
-and one-line descriptions. Pure functions of the loaded config (no storage is opened)."""
+"""How sources and destinations are described to a Dagster user: one-line descriptions, each
+naming its root as the backend config names it (``uri()`` and the endpoint of an S3-compatible
+service; ``dagster/uri`` is ``uri()`` too). Pure functions of the loaded config (no storage is
+opened)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from urllib.parse import quote
-
-from distributor_core.config import Destination, HTTPUploadSource, LocalBackend, Pipeline, S3Backend, SSHBackend
-
-Storage = LocalBackend | SSHBackend | S3Backend | HTTPUploadSource
+from distributor_core.config import Destination, Pipeline, SourceBackend
 
 
-def root_uri(storage: Storage) -> str:
-    """``file:///abs/root``, ``sftp://user@host[:port]/root``, ``s3://bucket/prefix``."""
-    if isinstance(storage, LocalBackend):
-        return Path(storage.resolved_path).absolute().as_uri()
-    if isinstance(storage, HTTPUploadSource):
-        if storage.staging_store is not None:  # a shared staging store: its part of the bucket
-            return root_uri(storage.staging_store)
-        return Path(storage.staging_path).absolute().as_uri()
-    if isinstance(storage, SSHBackend):
-        port = "" if storage.port == 22 else f":{storage.port}"
-        path = storage.path if storage.path.startswith("/") else f"/{storage.path}"
-        return f"sftp://{quote(storage.user, safe='')}@{storage.host}{port}{quote(path)}"
-    prefix = storage.prefix.strip("/")
-    return f"s3://{storage.bucket}/{quote(prefix)}" if prefix else f"s3://{storage.bucket}/"
-
-
-def root_text(storage: Storage) -> str:
+def root_text(storage: SourceBackend) -> str:
     """The resolved, absolute root as an operator reads it: its URI, and for an S3-compatible
     service its endpoint."""
-    if isinstance(storage, HTTPUploadSource) and storage.staging_store is not None:
-        return root_text(storage.staging_store)
-    if isinstance(storage, S3Backend) and storage.endpoint:
-        return f"{root_uri(storage)} at {storage.endpoint}"
-    return root_uri(storage)
+    return storage.uri() + storage.endpoint_note
 
 
 def destination_description(pipeline: Pipeline, destination: Destination) -> str:

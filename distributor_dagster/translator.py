@@ -25,7 +25,6 @@ from distributor_core.config import ConfigError, DagsterAssets, Destination, Pip
 from distributor_dagster.describe import (
     destination_description,
     newest_description,
-    root_uri,
     source_description,
 )
 
@@ -147,19 +146,19 @@ class DistributorTranslator:
         pipeline, destination = props.pipeline, props.destination
         if destination is None:
             return {
-                "dagster/uri": root_uri(pipeline.source),
+                "dagster/uri": pipeline.source.uri(),
                 "pipeline_id": pipeline.id,
                 "source_backend": pipeline.source.backend,
-                "source_root": root_uri(pipeline.source),
+                "source_root": pipeline.source.uri(),
                 "publish_job": props.publish_job,
             }
         storage = destination.storage
         return {
-            "dagster/uri": root_uri(storage),
+            "dagster/uri": storage.uri(),
             "pipeline_id": pipeline.id,
             "destination_id": destination.id,
             "backend": destination.backend,
-            "destination_root": root_uri(storage),
+            "destination_root": storage.uri(),
             "configured_root": storage.root_path,
             "source_backend": pipeline.source.backend,
             "state_mode": destination.state.mode,

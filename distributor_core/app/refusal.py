@@ -7,21 +7,28 @@ the absolute root it happened in (a local directory, ``ssh://user@host:port/path
 ``s3://bucket/prefix``), the offending paths (absolute, the first :data:`SHOWN_PATHS` of
 ``count``), and the remedy in one line: the config key or command that resolves it.
 
-The builders classify what the core decided: a plan's ``fail_*`` action with its comparison
-(:func:`for_plan`), a destination that could not be reached or a storage failure
-(:func:`for_destination_error`), an invalid source bundle (:func:`for_invalid_bundle`) and a
-setup failure (:func:`for_setup`).
+The builders classify what the core decided, from facts, never from a message: a plan's
+``fail_*`` action with its comparison and obstacle (:func:`for_plan`), a destination that could
+not be reached or a storage failure (:func:`for_destination_error`), a typed state or storage
+error of a maintenance run (:func:`for_maintenance_error`), an invalid source bundle
+(:func:`for_invalid_bundle`) and a setup failure. The root and paths are the backend config's
+own (:func:`root_location`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from distributor_core import paths as lp
+from distributor_core.config import LocalBackend, S3Backend, SourceBackend, SSHBackend, StorageBackend
+
+if TYPE_CHECKING:
+    from distributor_core.plan import Plan
+    from distributor_core.storage.base import Storage
 
 #: How many offending paths a refusal names; ``count`` says how many there are in all.
 SHOWN_PATHS = 5
@@ -127,36 +134,29 @@ def _join(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part.strip("/"))
 
 
-def root_location(storage: Any) -> str:
-    """A storage config's root as an operator types it: the absolute local directory,
-    ``ssh://user@host:port/path`` or ``s3://bucket/prefix`` (``at <endpoint>`` for an
-    S3-compatible service); a plain path (an upload's staged bundle directory) made absolute; a URL
-    (an upload's staged bundle in a shared ``s3://`` staging store) as it is."""
-    if isinstance(storage, str) and "://" in storage:
-        return storage
-    if isinstance(storage, (str, os.PathLike)):
-        return os.path.abspath(os.fspath(storage))
-    backend = getattr(storage, "backend", None)
-    if backend in ("local", "http_upload"):
-        path = getattr(storage, "resolved_path", None) or getattr(storage, "staging_path", None) or ""
-        return os.path.abspath(os.fspath(path))
-    if backend == "ssh":
-        return f"ssh://{storage.user}@{storage.host}:{storage.port}{storage.path}"
-    if backend == "s3":
-        where = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
-        return f"{where} at {storage.endpoint}" if storage.endpoint else where
-    return str(getattr(storage, "root_path", ""))
+#: where a refusal happened: a source's or destination's config (each backend names its own root,
+#: :meth:`~distributor_core.config.LocalBackend.location`), or an upload's staged bundle (a
+#: directory, or a URL in a shared ``s3://`` staging store)
+Where = SourceBackend | str | os.PathLike[str]
 
 
-def absolute(storage: Any, path: str) -> str:
-    """``path`` (root-relative) under the storage's absolute root."""
-    backend = getattr(storage, "backend", None)
-    if backend == "s3":
-        return f"s3://{_join(storage.bucket, storage.prefix, path)}"
-    if backend == "ssh":
-        return f"ssh://{storage.user}@{storage.host}:{storage.port}{os.path.join(storage.path, path)}".rstrip("/")
-    base = root_location(storage)
-    return os.path.join(base, path) if path else base
+def root_location(where: Where) -> str:
+    """The root as an operator types it: the backend's location (the absolute local directory,
+    ``ssh://user@host:port/path`` or ``s3://bucket/prefix``), with the endpoint of an S3-compatible
+    service (``at <endpoint>``); a staged bundle's directory made absolute, its URL as it is."""
+    if isinstance(where, str) and "://" in where:
+        return where
+    if isinstance(where, str | os.PathLike):
+        return os.path.abspath(os.fspath(where))
+    return where.location() + where.endpoint_note
+
+
+def absolute(where: Where, path: str) -> str:
+    """``path`` (root-relative) under the absolute root."""
+    if isinstance(where, str | os.PathLike):
+        base = root_location(where)
+        return os.path.join(base, path) if path else base
+    return where.location(path)
 
 
 def _shown(paths: Sequence[str], count: int | None = None, *, minimum: bool = False) -> dict[str, Any]:
@@ -169,7 +169,7 @@ def _scope(pipeline_id: str, destination_id: str) -> str:
 
 
 def unmanaged_content(
-    storage: Any, pipeline_id: str, destination_id: str, relative: Sequence[str], *, minimum: bool = False,
+    storage: StorageBackend, pipeline_id: str, destination_id: str, relative: Sequence[str], *, minimum: bool = False,
     count: int | None = None,
 ) -> Refusal:
     """Files in a destination that no state records (``relative`` to the root)."""
@@ -185,7 +185,7 @@ def unmanaged_content(
     )
 
 
-def foreign_owner(storage: Any, destination_id: str, relative: Sequence[str], owner: str = "") -> Refusal:
+def foreign_owner(storage: StorageBackend, destination_id: str, relative: Sequence[str], owner: str = "") -> Refusal:
     whose = f"{owner}'s" if owner else "another owner's"
     return Refusal(
         FOREIGN_OWNER, root_location(storage),
@@ -198,7 +198,7 @@ def foreign_owner(storage: Any, destination_id: str, relative: Sequence[str], ow
     )
 
 
-def invalid_state(storage: Any, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
+def invalid_state(storage: StorageBackend, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
     state = absolute(storage, lp.state_path(bundle_path))
     return Refusal(
         INVALID_STATE, root_location(storage),
@@ -211,7 +211,7 @@ def invalid_state(storage: Any, pipeline_id: str, destination_id: str, bundle_pa
     )
 
 
-def source_conflict(storage: Any, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
+def source_conflict(storage: StorageBackend, pipeline_id: str, destination_id: str, bundle_path: str) -> Refusal:
     return Refusal(
         SOURCE_CONFLICT, root_location(storage),
         remedy=(
@@ -223,52 +223,39 @@ def source_conflict(storage: Any, pipeline_id: str, destination_id: str, bundle_
     )
 
 
-def for_plan(plan: Any, storage_config: Any, listing: Iterable[str] | None = None, *,
+def for_plan(plan: Plan, storage_config: StorageBackend, listing: Iterable[str] | None = None, *,
              listing_truncated: bool = False) -> Refusal | None:
-    """The refusal a ``fail_*`` plan stands for (``None`` for any other plan).
+    """The refusal a ``fail_*`` plan stands for (``None`` for any other plan), from its facts: the
+    comparison's outcome, the state it read and the plan's :class:`~distributor_core.plan.Obstacle`.
 
     ``listing``: for ``fail_unmanaged``, the unmanaged files of the bundle path (relative to it)
-    when the caller could list them; without it the plan's own named path is used.
+    when the caller could list them; without it the path the plan names is used.
     """
     from distributor_core.compare import Outcome
-    from distributor_core.plan.model import Action
+    from distributor_core.plan.model import Action, Blocker
 
     if not plan.action.failed:
         return None
     pipeline_id, destination_id, bundle = plan.pipeline_id, plan.destination_id, plan.bundle_path
-    reason = plan.reason
+    obstacle = plan.obstacle
     if plan.action == Action.FAIL_UNMANAGED:
         relative = [_join(bundle, p) for p in listing] if listing is not None else []
         if not relative:
-            named = _named_path(reason, bundle)
-            relative = [named] if named else [bundle]
+            relative = [_join(bundle, obstacle.path) if obstacle is not None else bundle]
         return unmanaged_content(storage_config, pipeline_id, destination_id, relative, minimum=listing_truncated)
     outcome = plan.comparison.outcome
     if outcome == Outcome.INVALID_STATE:
         return invalid_state(storage_config, pipeline_id, destination_id, bundle)
     if outcome == Outcome.IDENTITY_MISMATCH:
-        owner = ""
         state = plan.existing_state
-        if state is not None:
-            owner = f"{state.pipeline_id}/{state.destination_id}"
+        owner = f"{state.pipeline_id}/{state.destination_id}" if state is not None else ""
         return foreign_owner(storage_config, destination_id, [lp.state_path(bundle)], owner)
-    if " is owned by " in reason:
-        path, _, rest = reason.removeprefix("destination output path ").partition(" is owned by ")
-        owner = rest.split(" ", 1)[0]
-        return foreign_owner(storage_config, destination_id, [_join(bundle, path)], owner)
+    if obstacle is not None and obstacle.kind is Blocker.OWNED_PATH:
+        return foreign_owner(storage_config, destination_id, [_join(bundle, obstacle.path)], str(obstacle.owner))
     return source_conflict(storage_config, pipeline_id, destination_id, bundle)
 
 
-def _named_path(reason: str, bundle: str) -> str:
-    """The destination path a ``fail_unmanaged`` reason names (resolutions C1), root-relative."""
-    if " contains unmanaged content: " in reason:
-        return _join(bundle, reason.partition(" contains unmanaged content: ")[2])
-    if reason.startswith("destination output path ") and " exists but" in reason:
-        return _join(bundle, reason.removeprefix("destination output path ").split(" exists but", 1)[0])
-    return ""
-
-
-def for_destination_error(storage_config: Any, error_kind: str, pipeline_id: str, destination_id: str,
+def for_destination_error(storage_config: StorageBackend, error_kind: str, pipeline_id: str, destination_id: str,
                           bundle_path: str = "") -> Refusal | None:
     """A destination storage failure an operator can act on: unreachable (``unavailable``) or
     locked (``conflict``); ``None`` for others."""
@@ -285,20 +272,32 @@ def for_destination_error(storage_config: Any, error_kind: str, pipeline_id: str
     return None
 
 
-def unreachable_root(storage_config: Any) -> Refusal:
-    backend = getattr(storage_config, "backend", None)
-    if backend == "s3":
-        where = f"the S3 endpoint {storage_config.endpoint}" if storage_config.endpoint else "S3"
-        how = f"check that {where} answers (network, `endpoint`, `region`) and run again"
-    elif backend == "ssh":
-        how = (f"check that {storage_config.host}:{storage_config.port} accepts SSH connections (network, `host`, "
-               "`port`, firewall) and run again")
-    else:
-        how = "check that the directory's file system is mounted and readable, then run again"
+def _reachable_local(storage: LocalBackend) -> str:
+    return "check that the directory's file system is mounted and readable, then run again"
+
+
+def _reachable_ssh(storage: SSHBackend) -> str:
+    return (f"check that {storage.host}:{storage.port} accepts SSH connections (network, `host`, `port`, "
+            "firewall) and run again")
+
+
+def _reachable_s3(storage: S3Backend) -> str:
+    where = f"the S3 endpoint {storage.endpoint}" if storage.endpoint else "S3"
+    return f"check that {where} answers (network, `endpoint`, `region`) and run again"
+
+
+#: how to check that a root answers, by the type of its config
+_REACHABLE: dict[type, Callable[[Any], str]] = {
+    LocalBackend: _reachable_local, SSHBackend: _reachable_ssh, S3Backend: _reachable_s3,
+}
+
+
+def unreachable_root(storage_config: StorageBackend) -> Refusal:
+    how = _REACHABLE[type(storage_config)](storage_config)
     return Refusal(UNREACHABLE_ROOT, root_location(storage_config), remedy=f"{how}; nothing was changed there")
 
 
-def for_invalid_bundle(source_config: Any, bundle_path: str, file: str = "") -> Refusal:
+def for_invalid_bundle(source_config: Where, bundle_path: str, file: str = "") -> Refusal:
     """A source bundle whose files do not match its manifest (or whose manifest is invalid)."""
     target = _join(bundle_path, file) if file else bundle_path
     return Refusal(
@@ -309,7 +308,9 @@ def for_invalid_bundle(source_config: Any, bundle_path: str, file: str = "") -> 
     )
 
 
-def missing_credential(storage_config: Any, secret: str = "", key_file: str = "", config_file: str = "") -> Refusal:
+def missing_credential(
+    storage_config: SourceBackend, secret: str = "", key_file: str = "", config_file: str = ""
+) -> Refusal:
     if key_file:
         remedy = "make the key file readable by the user running distributor, or fix `private_key_file`"
         paths = [key_file]
@@ -323,7 +324,7 @@ def missing_credential(storage_config: Any, secret: str = "", key_file: str = ""
     return Refusal(MISSING_CREDENTIAL, root_location(storage_config), remedy=remedy, **_shown(paths))
 
 
-def missing_source_root(source_config: Any) -> Refusal:
+def missing_source_root(source_config: SourceBackend) -> Refusal:
     return Refusal(
         MISSING_SOURCE_ROOT, root_location(source_config),
         remedy="fix the pipeline's `source.path` (or bucket), or create the directory: an empty source root is a "
@@ -331,11 +332,12 @@ def missing_source_root(source_config: Any) -> Refusal:
     )
 
 
-def unmanaged_listing(storage: Any, plan: Any, *, limit: int = UNMANAGED_LISTING_LIMIT) -> tuple[list[str], bool]:
+def unmanaged_listing(storage: Storage, plan: Plan, *, limit: int = UNMANAGED_LISTING_LIMIT) -> tuple[list[str], bool]:
     """The files a ``fail_unmanaged`` plan is refused for, relative to its bundle path, and whether
     the listing stopped at ``limit``: every unrecorded file of the bundle path when it must hold
     nothing else (no state, or ``replace``), else the planned outputs that exist unrecorded."""
     from distributor_core.app.unmanaged import unmanaged_entries
+    from distributor_core.plan.model import Blocker
 
     bundle = plan.bundle_path
     managed: set[str] = set()
@@ -343,7 +345,7 @@ def unmanaged_listing(storage: Any, plan: Any, *, limit: int = UNMANAGED_LISTING
         managed |= {o.path for o in plan.existing_state.outputs}
     if plan.existing_shared_root is not None:
         managed |= {o.path for o in plan.existing_shared_root.outputs}
-    if " exists but is not managed" in plan.reason:
+    if plan.obstacle is not None and plan.obstacle.kind is Blocker.UNMANAGED_PATH:
         candidates = [o.path for o in plan.outputs if o.path not in managed]
         found = [p for p in candidates if storage.exists(_join(bundle, p))]
         return found, False
@@ -352,18 +354,17 @@ def unmanaged_listing(storage: Any, plan: Any, *, limit: int = UNMANAGED_LISTING
 
 
 def for_maintenance_error(
-    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, exc: BaseException
+    storage_config: StorageBackend, pipeline_id: str, destination_id: str, bundle_path: str, exc: BaseException
 ) -> Refusal | None:
     """The refusal behind a failed ``prune``, ``reconcile-state`` (repair, adoption) or ``audit``
     of one bundle path: no state there, state of another owner, invalid state, an unreachable or
     locked destination; ``None`` for other failures."""
-    from distributor_core.state import StateError
+    from distributor_core.state import StateError, StateOwnerError
     from distributor_core.storage.errors import ErrorKind, StorageError
 
-    message = str(exc)
     if isinstance(exc, StateError):
-        if message.startswith("state owner is "):
-            owner = message.removeprefix("state owner is ").split(",", 1)[0]
+        if isinstance(exc, StateOwnerError):
+            owner = str(exc.owner)
             refusal = foreign_owner(storage_config, destination_id, [lp.state_path(bundle_path)], owner)
             return msgspec.structs.replace(refusal, remedy=(
                 f"this is {owner}'s state: select that owner (`--pipeline`/`--destination` of {owner}), or give "
@@ -383,7 +384,7 @@ def for_maintenance_error(
 
 
 def audit_problems(
-    storage_config: Any, pipeline_id: str, destination_id: str, bundle_path: str, outputs: Sequence[str],
+    storage_config: StorageBackend, pipeline_id: str, destination_id: str, bundle_path: str, outputs: Sequence[str],
     unmanaged: Sequence[str],
 ) -> Refusal:
     """Recorded outputs an audit found missing or changed, and unmanaged files it does not allow

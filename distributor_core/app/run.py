@@ -237,7 +237,7 @@ def validation_cache(
     """The validation cache for ``pipeline``'s source in this run (one per source root, shared by
     the pipelines reading it), or None: switched off (``validation.cache: false``,
     ``DISTRIBUTOR_VALIDATION_CACHE=off``) or a source that cannot tell file identities."""
-    root = getattr(pipeline.source, "resolved_path", None)
+    root = pipeline.source.local_root
     if root is None or not pipeline.validation.cache or Feature.FILE_IDENTITY not in source.capabilities:
         return None
     if not enabled_by_env():

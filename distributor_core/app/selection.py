@@ -13,7 +13,6 @@ import os
 import msgspec
 
 from distributor_core import paths as lp
-from distributor_core.app.refusal import root_location
 from distributor_core.config import Config, ConfigLookupError, Destination, Environment, Pipeline, load_config
 from distributor_core.jsonfmt import go_json_string
 from distributor_core.state import OwnerScope
@@ -54,8 +53,7 @@ class Target(msgspec.Struct, frozen=True):
     def root_text(self) -> str:
         """The root as text reports and logs show it: a local root absolute (not relative to the
         config file), other roots as configured."""
-        storage = self.destination.storage
-        return root_location(storage) if storage.backend == "local" else storage.root_path
+        return self.destination.storage.root_text
 
 
 def require_ids(pipeline_id: str, destination_id: str) -> None:

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from distributor_core.app import refusal as refusals
 from distributor_core.app.refusal import Refusal
-from distributor_core.config import Destination, Environment, Pipeline
+from distributor_core.config import Destination, Environment, Pipeline, S3Backend, SourceBackend, SSHBackend
 from distributor_core.config.errors import SecretError
 from distributor_core.config.secrets import resolve_s3_credentials
 from distributor_core.storage.base import Storage
@@ -52,19 +51,6 @@ class SetupError(Exception):
         return (self.__class__, (self.message, self.refusal))
 
 
-def source_location(source: Any) -> str:
-    """The source root as an operator would type it: the resolved local directory,
-    ``ssh://user@host:port/path`` or ``s3://bucket/prefix``."""
-    backend = getattr(source, "backend", None)
-    if backend == "local":
-        return os.fspath(source.resolved_path)
-    if backend == "ssh":
-        return f"ssh://{source.user}@{source.host}:{source.port}{source.path}"
-    if backend == "s3":
-        return f"s3://{source.bucket}/{source.prefix}" if source.prefix else f"s3://{source.bucket}"
-    return str(getattr(source, "root_path", ""))
-
-
 def check_source_root(pipeline: Pipeline, storage: Storage) -> None:
     """Raise :class:`SetupError` when ``pipeline``'s source root does not exist.
 
@@ -72,7 +58,7 @@ def check_source_root(pipeline: Pipeline, storage: Storage) -> None:
     e.g. ``bucket does not exist``) or ``... is not a directory``. Other storage failures
     (permission, unavailable) propagate unchanged.
     """
-    where = source_location(pipeline.source)
+    where = pipeline.source.location()
     try:
         entry = storage.stat("")
     except StorageError as exc:
@@ -87,7 +73,7 @@ def check_source_root(pipeline: Pipeline, storage: Storage) -> None:
 
 
 def _not_found_detail(pipeline: Pipeline, exc: StorageError) -> str:
-    if pipeline.source.backend == "s3":
+    if isinstance(pipeline.source, S3Backend):
         return f" (bucket {pipeline.source.bucket} does not exist)"
     return ""
 
@@ -105,17 +91,18 @@ def resolve_credentials(
             _check_backend(destination.storage, env, f"pipeline {pipeline.id} destination {destination.id}")
 
 
-def _check_backend(cfg: Any, env: Environment, context: str) -> None:
-    backend = getattr(cfg, "backend", None)
-    if backend == "s3":
+def _check_backend(cfg: SourceBackend, env: Environment, context: str) -> None:
+    if isinstance(cfg, S3Backend):
         try:
             resolve_s3_credentials(cfg, env, context=context)
         except SecretError as exc:
-            names = (cfg.credentials.access_key_id_env, cfg.credentials.secret_access_key_env) \
-                if cfg.credentials is not None else ()
-            secret = next((name for name in names if name in exc.message), "")
-            raise SetupError(str(exc), refusals.missing_credential(cfg, secret=secret)) from None
-    elif backend == "ssh" and cfg.private_key_file is not None:
+            raise SetupError(str(exc), refusals.missing_credential(cfg, secret=exc.name)) from None
+    if isinstance(cfg, SSHBackend):
+        _check_ssh_files(cfg, context)
+
+
+def _check_ssh_files(cfg: SSHBackend, context: str) -> None:
+    if cfg.private_key_file is not None:
         path = os.path.expanduser(os.fspath(cfg.private_key_file))
         try:
             with open(path, "rb"):
@@ -123,7 +110,7 @@ def _check_backend(cfg: Any, env: Environment, context: str) -> None:
         except OSError as exc:
             raise SetupError(f"{context}: cannot read private key file {path}: {exc.strerror or exc}",
                              refusals.missing_credential(cfg, key_file=path)) from None
-    if backend == "ssh" and getattr(cfg, "ssh_config_file", None) is not None:
+    if cfg.ssh_config_file is not None:
         path = os.path.expanduser(os.fspath(cfg.ssh_config_file))
         try:
             with open(path, "rb"):

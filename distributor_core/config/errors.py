@@ -45,11 +45,16 @@ class ConfigLookupError(LookupError):
 
 
 class SecretError(Exception):
-    """A secret name could not be resolved to a usable value. Never carries the value."""
+    """A secret name could not be resolved to a usable value. Never carries the value; ``name``
+    is the secret's name (the environment variable or secret file) when one is at fault."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, name: str = "") -> None:
         self.message = message
+        self.name = name
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.message,), {"name": self.name})
 
     def __str__(self) -> str:
         return self.message

@@ -68,17 +68,17 @@ class Environment:
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
-            raise SecretError(f"secret file {path} cannot be read: {exc.strerror or exc}") from None
+            raise SecretError(f"secret file {path} cannot be read: {exc.strerror or exc}", name=name) from None
         if not stat.S_ISREG(info.st_mode):
             return None
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise SecretError(f"secret file {path} cannot be read: {exc.strerror or exc}") from None
+            raise SecretError(f"secret file {path} cannot be read: {exc.strerror or exc}", name=name) from None
         try:
             return data.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise SecretError(f"secret file {path} is not valid UTF-8") from None
+            raise SecretError(f"secret file {path} is not valid UTF-8", name=name) from None
 
     def __repr__(self) -> str:
         return f"Environment(secrets_directory={self._directory!r})"
@@ -135,9 +135,11 @@ def resolve_upload_tokens(config: Config, env: Environment) -> UploadTokenTable:
     for token in config.upload_tokens:
         value = env.lookup(token.token_env)
         if value is None:
-            raise SecretError(f"upload token {token.id} environment variable {token.token_env} is not set")
+            raise SecretError(f"upload token {token.id} environment variable {token.token_env} is not set",
+                              name=token.token_env)
         if value == "":
-            raise SecretError(f"upload token {token.id} environment variable {token.token_env} is empty")
+            raise SecretError(f"upload token {token.id} environment variable {token.token_env} is empty",
+                              name=token.token_env)
         digest = _digest(value)
         if digest in first_owner:
             raise SecretError(
@@ -181,9 +183,9 @@ def resolve_s3_credentials(
     ):
         value = env.lookup(name)
         if value is None:
-            raise SecretError(f"{prefix}s3 {label} environment variable {name} is not set")
+            raise SecretError(f"{prefix}s3 {label} environment variable {name} is not set", name=name)
         if value == "":
-            raise SecretError(f"{prefix}s3 {label} environment variable {name} is empty")
+            raise SecretError(f"{prefix}s3 {label} environment variable {name} is empty", name=name)
         values.append(value)
     return S3SecretPair(values[0], values[1])
 

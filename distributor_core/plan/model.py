@@ -153,6 +153,40 @@ class TakenOverOutput(msgspec.Struct, frozen=True):
         }
 
 
+class Blocker(StrEnum):
+    """What stands in the way of a refused plan (resolutions C1, core-semantics §4.5)."""
+
+    #: a planned output path exists, and no state records it
+    UNMANAGED_PATH = "unmanaged_path"
+    #: the bundle path holds a file no state records (replace semantics: nothing else may be there)
+    UNMANAGED_CONTENT = "unmanaged_content"
+    #: a planned output path is another owner's in shared-root state, and takeover does not apply
+    OWNED_PATH = "owned_path"
+
+
+class Obstacle(msgspec.Struct, frozen=True):
+    """Why a plan is refused, as facts: what (``kind``), where (``path``, relative to the bundle
+    path) and whose (``owner``, of an owned path; ``source_newer``: takeover was permitted, but
+    the owner's source is newer). The plan's ``reason`` is :meth:`reason`; refusals and listings
+    are built from the facts, never from the text."""
+
+    kind: Blocker
+    path: str
+    owner: OwnerScope | None = None
+    source_newer: bool = False
+
+    def reason(self, bundle_path: str) -> str:
+        """The contract's wording of the refusal (resolutions C1, core-semantics §4.5 step 3)."""
+        from distributor_core.paths import display_path
+
+        if self.kind is Blocker.UNMANAGED_PATH:
+            return f"destination output path {display_path(self.path)} exists but is not managed by destination state"
+        if self.kind is Blocker.UNMANAGED_CONTENT:
+            return f"destination bundle path {display_path(bundle_path)} contains unmanaged content: {self.path}"
+        newer = " and its source is newer than the current source" if self.source_newer else ""
+        return f"destination output path {self.path} is owned by {self.owner}{newer}"
+
+
 @compare_without("source_content")
 class Plan(msgspec.Struct, frozen=True):
     """What one publication will do to one destination, decided from its facts (§4.6).
@@ -187,6 +221,9 @@ class Plan(msgspec.Struct, frozen=True):
     deletes: tuple[str, ...] = ()
     #: single-owner merge retention (replace_older + merge, or a same-source takeover in merge mode)
     merge_retention: bool = False
+    #: why a ``fail_unmanaged`` or path-ownership ``fail_conflict`` plan refuses, as facts (``None``
+    #: for every other plan, and for a refusal the comparison alone decided)
+    obstacle: Obstacle | None = None
     #: validated bytes of small source files (``source.ValidatedContent``: ``get(path)``), handed
     #: through untouched for execution, which writes them instead of reading the source again
     source_content: Any = None
@@ -212,8 +249,10 @@ class Plan(msgspec.Struct, frozen=True):
 __all__ = [
     "ACTION_ORDER",
     "Action",
+    "Blocker",
     "DestinationPolicy",
     "LinkPolicy",
+    "Obstacle",
     "Plan",
     "PlanError",
     "PlannedOutput",

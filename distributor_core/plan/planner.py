@@ -33,7 +33,9 @@ from distributor_core.plan.actions import Decision, map_outcome
 from distributor_core.plan.facts import DestinationFacts, FactRequest, FirstExisting, HasAny, ListFiles
 from distributor_core.plan.model import (
     Action,
+    Blocker,
     DestinationPolicy,
+    Obstacle,
     Plan,
     PlanError,
     PlannedOutput,
@@ -150,10 +152,13 @@ class _Draft(msgspec.Struct):
     owner_outputs_to_delete: tuple[SharedOutputRecord, ...] = ()
     deletes: tuple[str, ...] = ()
     merge_retention: bool = False
+    obstacle: Obstacle | None = None
 
-    def fail(self, action: Action, reason: str) -> None:
+    def refuse(self, action: Action, obstacle: Obstacle, bundle_path: str) -> None:
+        """Refuse with ``action``, recording why as facts (the reason is worded from them)."""
         self.action = action
-        self.reason = reason
+        self.obstacle = obstacle
+        self.reason = obstacle.reason(bundle_path)
 
 
 def decide(publication: Publication, facts: DestinationFacts) -> Plan | FactRequest:
@@ -220,6 +225,7 @@ def decide(publication: Publication, facts: DestinationFacts) -> Plan | FactRequ
         taken_over_outputs=draft.taken_over_outputs,
         deletes=draft.deletes,
         merge_retention=draft.merge_retention,
+        obstacle=draft.obstacle,
         source_content=pub.source_content,
     )
 
@@ -261,10 +267,6 @@ def _takeover_decision(
     return map_outcome(guard, policy.transfer, force=pub.force, republish=pub.republish)
 
 
-def _unmanaged_reason(path: str) -> str:
-    return f"destination output path {lp.display_path(path)} exists but is not managed by destination state"
-
-
 def _collision(
     pub: Publication, facts: DestinationFacts, managed: set[str] | frozenset[str]
 ) -> FirstExisting | str | None:
@@ -293,7 +295,7 @@ def _single_owner(
         if isinstance(found, FirstExisting):
             return found
         if found is not None:
-            draft.fail(Action.FAIL_UNMANAGED, _unmanaged_reason(found))
+            draft.refuse(Action.FAIL_UNMANAGED, Obstacle(Blocker.UNMANAGED_PATH, found), pub.bundle_path)
         return None
     # replace semantics: the bundle path may hold nothing but recorded outputs and reserved names
     ask = ListFiles(pub.bundle_path, limit=len(existing.outputs) + REPLACE_CHECK_SLACK)
@@ -302,10 +304,7 @@ def _single_owner(
     recorded = set(map(_PATH, existing.outputs))
     for relative in facts.answer(ask).paths:
         if relative not in recorded:
-            draft.fail(
-                Action.FAIL_UNMANAGED,
-                f"destination bundle path {lp.display_path(pub.bundle_path)} contains unmanaged content: {relative}",
-            )
+            draft.refuse(Action.FAIL_UNMANAGED, Obstacle(Blocker.UNMANAGED_CONTENT, relative), pub.bundle_path)
             break
     return None
 
@@ -340,14 +339,11 @@ def _shared_root(
             source_id=manifest.id,
         )
         if not permitted:
-            draft.fail(Action.FAIL_CONFLICT, f"destination output path {output.path} is owned by {owner}")
+            draft.refuse(Action.FAIL_CONFLICT, Obstacle(Blocker.OWNED_PATH, output.path, owner), pub.bundle_path)
             return None
         if not source_not_newer(record.source_created, manifest):
-            draft.fail(
-                Action.FAIL_CONFLICT,
-                f"destination output path {output.path} is owned by {owner} and its source is newer than "
-                "the current source",
-            )
+            obstacle = Obstacle(Blocker.OWNED_PATH, output.path, owner, source_newer=True)
+            draft.refuse(Action.FAIL_CONFLICT, obstacle, pub.bundle_path)
             return None
         taken.append(TakenOverOutput(output.path, owner, record.source_id))
 
@@ -358,15 +354,13 @@ def _shared_root(
     if isinstance(found, FirstExisting):
         return found
     if found is not None:
-        draft.fail(Action.FAIL_UNMANAGED, _unmanaged_reason(found))
+        draft.refuse(Action.FAIL_UNMANAGED, Obstacle(Blocker.UNMANAGED_PATH, found), pub.bundle_path)
         return None
 
     if taken:
         if draft.action != Action.REPLACE_TAKEOVER:
-            first = taken[0]
-            draft.reason = takeover_reason(
-                mode, f"destination output path {first.path} is owned by {first.previous_owner}"
-            )
+            first = Obstacle(Blocker.OWNED_PATH, taken[0].path, taken[0].previous_owner)
+            draft.reason = takeover_reason(mode, first.reason(pub.bundle_path))
         draft.action = Action.REPLACE_TAKEOVER
         draft.taken_over_outputs = tuple(taken)
     taken_paths = {t.path for t in taken}

@@ -85,16 +85,9 @@ class PathRoom:
         staging_prefix = staging + 1 + run_dir + 1 + len(BUNDLE_DIR) + 1
         targets = []
         for destination in pipeline.destinations:
-            storage = destination.storage
-            html_mode = destination.markdown_mode
-            backend = destination.backend
-            if backend == "s3":
-                prefix = _size(storage.prefix) + 1 if storage.prefix else 0  # type: ignore[union-attr]
-            else:
-                root = os.fspath(storage.resolved_path) if backend == "local" else storage.path  # type: ignore[union-attr]
-                prefix = _size(root.rstrip("/")) + 1
-            targets.append(_Target(destination.id, prefix, posix=backend != "s3",
-                                   source=destination.publish.source, html_mode=html_mode))
+            storage = destination.storage  # it says what precedes a path there, and whether it is a key
+            targets.append(_Target(destination.id, _size(storage.path_prefix), posix=not storage.object_keys,
+                                   source=destination.publish.source, html_mode=destination.markdown_mode))
         return cls(staging_prefix, targets)
 
     def problem(self, path: str) -> str | None:

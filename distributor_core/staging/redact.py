@@ -17,19 +17,19 @@ from distributor_core.staging.layout import bundle_dir, record_dir
 
 def host_redactions(config: Config) -> list[tuple[str, str]]:
     """``(host path, placeholder)`` pairs: the config directory, staging root and paths, the
-    secrets directory and every local destination root."""
+    secrets directory and every root that is a directory of this host (each backend config says
+    whether its root is one: ``local_root``)."""
     pairs: list[tuple[str, str]] = [(str(config.base_dir), "<config dir>")]
     pairs.append((str(config.server.http.staging_root), "<staging>"))
     if config.secrets.resolved_directory is not None:
         pairs.append((str(config.secrets.resolved_directory), "<secrets>"))
     for pipeline in config.pipelines:
-        source = pipeline.source
-        if source.backend == "http_upload":
-            pairs.append((str(source.staging_path), "<staging>"))
+        if pipeline.source.local_root is not None:
+            placeholder = "<staging>" if pipeline.is_upload else f"<source of {pipeline.id}>"
+            pairs.append((str(pipeline.source.local_root), placeholder))
         for destination in pipeline.destinations:
-            resolved = getattr(destination.storage, "resolved_path", None)
-            if resolved is not None:
-                pairs.append((str(resolved), f"<destination {destination.id}>"))
+            if destination.storage.local_root is not None:
+                pairs.append((str(destination.storage.local_root), f"<destination {destination.id}>"))
     return pairs
 
 

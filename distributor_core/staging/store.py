@@ -218,7 +218,7 @@ class SharedUploadStore:
 def shared_display(source: HTTPUploadSource) -> str:
     store = source.staging_store
     assert store is not None
-    return f"s3://{store.bucket}/{store.prefix}".rstrip("/")
+    return store.location()
 
 
 #: botocore's attempts per request to a shared staging store: an upload waiting on a store that

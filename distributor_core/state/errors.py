@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distributor_core.state.model import OwnerScope
+
 
 class StateError(ValueError):
     """Destination state is malformed, invalid, or cannot be changed as asked.
@@ -9,6 +14,32 @@ class StateError(ValueError):
     The message is exactly the contract text, e.g. ``state outputs[0].created_at is required`` or
     ``parse distributor state: trailing data``.
     """
+
+
+class StateOwnerError(StateError):
+    """Single-owner state belongs to ``owner``, not to ``expected`` (the selected pipeline and
+    destination): ``state owner is <owner>, not <expected>``."""
+
+    def __init__(self, owner: OwnerScope, expected: OwnerScope) -> None:
+        self.owner, self.expected = owner, expected
+        super().__init__(f"state owner is {owner}, not {expected}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.owner, self.expected))
+
+
+class PathOwnerError(StateError):
+    """A path recorded for one owner of shared-root state was planned for another:
+    ``state output path "<path>" is owned by <owner>`` (``, not <expected>`` for a planned record
+    that names another owner than the one writing)."""
+
+    def __init__(self, path: str, owner: OwnerScope, expected: OwnerScope | None = None) -> None:
+        self.path, self.owner, self.expected = path, owner, expected
+        tail = f", not {expected}" if expected is not None else ""
+        super().__init__(f"state output path {go_quote(path)} is owned by {owner}{tail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.__class__, (self.path, self.owner, self.expected))
 
 
 _GO_ESCAPES = {
@@ -46,6 +77,8 @@ def go_quote(value: str) -> str:
 
 
 __all__ = [
+    "PathOwnerError",
     "StateError",
+    "StateOwnerError",
     "go_quote",
 ]

@@ -13,7 +13,7 @@ from typing import Protocol
 import msgspec
 
 from distributor_core.bundle import Manifest
-from distributor_core.state.errors import StateError, go_quote
+from distributor_core.state.errors import PathOwnerError, StateError, go_quote
 from distributor_core.state.model import (
     AnyOutputRecord,
     OutputRecord,
@@ -289,7 +289,7 @@ def _check_planned_shared(base: SharedRootState, scope: OwnerScope, planned: Seq
     conflict = path_ownership_conflict(base, scope, (output.path for output in planned))
     if conflict is not None:
         path, owner = conflict
-        raise StateError(f"state output path {go_quote(path)} is owned by {owner}")
+        raise PathOwnerError(path, owner)
     seen: set[str] = set()
     for output in planned:
         if output.path in seen:
@@ -297,7 +297,7 @@ def _check_planned_shared(base: SharedRootState, scope: OwnerScope, planned: Seq
         seen.add(output.path)
     for output in planned:
         if output.scope != scope:
-            raise StateError(f"state output path {go_quote(output.path)} is owned by {output.scope}, not {scope}")
+            raise PathOwnerError(output.path, output.scope, scope)
 
 
 def replace_owner_outputs(

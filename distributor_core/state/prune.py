@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from distributor_core.state.errors import StateError
+from distributor_core.state.errors import StateError, StateOwnerError
 from distributor_core.state.model import OwnerScope, SharedRootState, SingleOwnerState, StateDocument
 from distributor_core.timefmt import format_seconds, to_utc
 
@@ -65,7 +65,7 @@ class PrunePlan(msgspec.Struct, frozen=True):
 def check_owner(state: SingleOwnerState, scope: OwnerScope) -> None:
     """Single-owner state must belong to ``scope``: ``state owner is %s/%s, not %s/%s``."""
     if state.scope != scope:
-        raise StateError(f"state owner is {state.scope}, not {scope}")
+        raise StateOwnerError(state.scope, scope)
 
 
 def prune_candidates(doc: StateDocument | None, scope: OwnerScope) -> tuple[PruneCandidate, ...]:

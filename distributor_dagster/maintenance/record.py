@@ -26,9 +26,7 @@ from distributor_dagster.checks import (
     Outcome,
     evaluate_paths,
     latest_materialization,
-    path_uri,
 )
-from distributor_dagster.describe import root_uri
 from distributor_dagster.maintenance.selection import SelectedDestination
 from distributor_dagster.partitions import bundle_key, key_problem
 from distributor_dagster.site import Site
@@ -88,7 +86,7 @@ def observations(
     operation: str, target: SelectedDestination, report: Any, *, dry_run: bool
 ) -> Iterator[dg.AssetObservation]:
     """One observation of the destination asset per bundle path the operation worked on."""
-    uri = root_uri(target.destination.storage)
+    root = target.destination.storage
     for section in sections(report):
         path = section.bundle_path
         if target.names.partitioned and key_problem(path) is not None:
@@ -97,7 +95,7 @@ def observations(
             "operation": operation,
             "dry_run": dg.MetadataValue.bool(dry_run),
             "bundle_path": lp.display_path(path),
-            "destination_uri": path_uri(uri, path),
+            "destination_uri": root.uri(path),
         }
         if section.report is not None:
             rows = _rows(section.report)
@@ -127,8 +125,8 @@ def check_evaluations(
         paths = [path for path in paths if key_problem(path) is None]
     if not paths:
         return
-    uri = root_uri(target.destination.storage)
-    results = evaluate_paths(site, target.pipeline, target.destination, paths, uri, context.log)
+    results = evaluate_paths(site, target.pipeline, target.destination, paths, target.destination.storage,
+                             context.log)
     for path, by_name in results.items():
         if site.options.digest_checks and digests and path in digests:
             by_name[DIGEST_CHECK] = digests[path]

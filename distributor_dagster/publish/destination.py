@@ -37,7 +37,6 @@ from distributor_dagster.checks import (
     not_published,
     run_partition_keys,
 )
-from distributor_dagster.describe import root_uri
 from distributor_dagster.failure import failure
 from distributor_dagster.names import DestinationNames
 from distributor_dagster.partitions import bundle_key
@@ -137,7 +136,6 @@ def publish_op(
         route = routes.destination(context)
         pipeline, destination, names, pnames = route.pipeline, route.destination, route.names, route.pipeline_names
         asset_key = route.asset_key
-        uri = root_uri(destination.storage)
         if names.partitioned:
             input_key = dg.AssetKey(list(pnames.source_key))
         else:
@@ -166,7 +164,7 @@ def publish_op(
             options = RunOptions(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
             for line in run_report([PipelineOutcome(pipeline, len(validated.valid))], entries, options).text_lines():
                 context.log.info(line)
-            yield from _events(context, names, asset_key, input_key, destination, selection.dry_run, uri, result,
+            yield from _events(context, names, asset_key, input_key, destination, selection.dry_run, result,
                                validated)
         if with_result and RESULT_OUTPUT in selected:
             yield dg.Output(result, RESULT_OUTPUT)
@@ -181,7 +179,7 @@ def publish_op(
             raise failure(
                 "; ".join(failures + [f"blocking check failed: {p}" for p in problems]),
                 [entry.refusal for entry in failed],
-                metadata={"destination_id": destination.id, "destination_root": uri},
+                metadata={"destination_id": destination.id, "destination_root": destination.storage.uri()},
             )
 
     return publish
@@ -198,7 +196,7 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     if not any(output in selected for output in check_outputs.values()):
         return []
     asset_key = dg.AssetKey(list(names.asset_key))
-    uri = root_uri(destination.storage)
+    root = destination.storage
     blocking = site.options.blocking_checks
     dry_run = validated.selection.dry_run
     unpublished: dict[str, dict[str, Outcome]] = {}
@@ -211,17 +209,17 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
             # nothing was ever published says so instead of leaving its checks unanswered
             for item, error in validated.invalid:
                 if latest_materialization(context.instance, asset_key, bundle_key(item.bundle_path)) is None:
-                    unpublished[item.bundle_path] = not_published(item.bundle_path, error, uri)
+                    unpublished[item.bundle_path] = not_published(item.bundle_path, error, root)
                 else:
                     paths.append(item.bundle_path)
         elif not paths:
             paths = checked_paths(context, asset_key, False)
     else:
         paths = checked_paths(context, asset_key, names.partitioned)
-    results = evaluate_paths(site, pipeline, destination, paths, uri, context.log)
+    results = evaluate_paths(site, pipeline, destination, paths, root, context.log)
     if check_outputs.get(DIGEST_CHECK) in selected:
         for path, by_name in results.items():
-            by_name[DIGEST_CHECK] = digest_outcome(site, pipeline, destination, path, uri)
+            by_name[DIGEST_CHECK] = digest_outcome(site, pipeline, destination, path, root)
             context.log.info(f"{lp.display_path(path)}: {DIGEST_CHECK}: {by_name[DIGEST_CHECK].description}")
     if not results and not unpublished:
         context.log.info(f"{destination.id}: nothing to check: nothing of this run's bundles is published here")
@@ -247,7 +245,7 @@ def evaluate_checks(  # type: ignore[no-untyped-def]
     return [] if dry_run else failed_blocking(chosen, blocking)
 
 
-def _events(context, names, asset_key, input_key, destination, dry_run, uri, result, validated):  # type: ignore[no-untyped-def]
+def _events(context, names, asset_key, input_key, destination, dry_run, result, validated):  # type: ignore[no-untyped-def]
     for item, entry in result.entries:
         if entry.planned_action is not None:
             context.log.warning(
@@ -264,7 +262,7 @@ def _events(context, names, asset_key, input_key, destination, dry_run, uri, res
     provenance = Provenance(code_version(destination), input_key, pointer)
     build = partition_events if names.partitioned else destination_events
     events = build(list(result.entries), manifests, asset_key=asset_key, provenance=provenance, dry_run=dry_run,
-                   root_uri=uri)
+                   root=destination.storage)
     yield from events.logged  # yielded: logged events not followed by a yield are lost if the step fails
     if events.final is not None:
         metadata, data_version, tags = events.final

@@ -26,6 +26,7 @@ import dagster as dg
 from distributor_core import paths as lp
 from distributor_core.app.report import ActionReport
 from distributor_core.bundle import Manifest
+from distributor_core.config import StorageBackend
 from distributor_dagster.partitions import bundle_key
 from distributor_dagster.publish.model import Item
 from distributor_dagster.versions import data_version_tags, materialization_tags
@@ -51,12 +52,8 @@ def outputs_table(outputs: Sequence[Mapping[str, Any]]) -> dg.TableMetadataValue
     return dg.MetadataValue.table(records=records, schema=OUTPUTS_SCHEMA)
 
 
-def bundle_uri(root_uri: str, destination_path: str) -> str:
-    return root_uri if not destination_path else f"{root_uri.rstrip('/')}/{destination_path}"
-
-
 def action_metadata(
-    entry: ActionReport, manifest: Manifest | None, *, dry_run: bool, root_uri: str
+    entry: ActionReport, manifest: Manifest | None, *, dry_run: bool, root: StorageBackend
 ) -> dict[str, Any]:
     """The metadata of one (bundle, destination) publication, executed or not."""
     metadata: dict[str, Any] = {
@@ -67,8 +64,8 @@ def action_metadata(
         "pipeline_id": entry.pipeline_id,
         "destination_id": entry.destination_id,
         "backend": entry.backend,
-        "dagster/uri": bundle_uri(root_uri, entry.destination_path),
-        "destination_root": root_uri,
+        "dagster/uri": root.uri(entry.destination_path),
+        "destination_root": root.uri(),
         "destination_path": lp.display_path(entry.destination_path),
         "source_bundle_path": lp.display_path(entry.bundle_path),
         "source_id": entry.source_id or (manifest.id if manifest is not None else ""),
@@ -146,14 +143,14 @@ def partition_events(
     asset_key: dg.AssetKey,
     provenance: Provenance,
     dry_run: bool,
-    root_uri: str,
+    root: StorageBackend,
 ) -> AssetEvents:
     """One event per bundle partition: a materialization where the destination holds the bundle."""
     events = AssetEvents()
     for item, entry in entries:
         manifest = manifests.get(item.key)
         key = bundle_key(item.bundle_path)
-        metadata = action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri)
+        metadata = action_metadata(entry, manifest, dry_run=dry_run, root=root)
         if manifest is not None and holds(entry, dry_run=dry_run):
             events.logged.append(dg.AssetMaterialization(
                 asset_key=asset_key, partition=key, description=describe(entry), metadata=metadata,
@@ -173,7 +170,7 @@ def destination_events(
     asset_key: dg.AssetKey,
     provenance: Provenance,
     dry_run: bool,
-    root_uri: str,
+    root: StorageBackend,
 ) -> AssetEvents:
     """An unpartitioned destination: the last executed write of the run is its materialization
     (the step's output); every other entry an observation (a ``skip_same`` one keeps the data
@@ -185,7 +182,7 @@ def destination_events(
             last = index
     for index, (item, entry) in enumerate(entries):
         manifest = manifests.get(item.key)
-        metadata = action_metadata(entry, manifest, dry_run=dry_run, root_uri=root_uri)
+        metadata = action_metadata(entry, manifest, dry_run=dry_run, root=root)
         if index == last and manifest is not None:
             events.final = (metadata, dg.DataVersion(manifest.digest), provenance.tags(manifest.digest, None))
             continue

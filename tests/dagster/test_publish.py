@@ -476,7 +476,7 @@ def test_execute_records_both_actions_when_the_plan_changed_before_the_lock(tmp_
     provenance = Provenance("v1", dg.AssetKey(["p"]), lambda partition, digest: 7)
     events = partition_events(
         [(Item(""), entry)], {"": bundles[0].manifest}, asset_key=dg.AssetKey(["p", "d"]),
-        provenance=provenance, dry_run=False, root_uri=(tmp_path / "out").as_uri(),
+        provenance=provenance, dry_run=False, root=destination.storage,
     )
     (event,) = events.logged
     assert events.final is None and isinstance(event, dg.AssetMaterialization)

@@ -27,7 +27,7 @@ from distributor_core.staging.pending import PendingCursor
 from distributor_core.storage import Storage
 from distributor_core.timefmt import compact_stamp
 from distributor_dagster import build_definitions
-from distributor_dagster.describe import root_text, root_uri
+from distributor_dagster.describe import root_text
 from tests.dagster.conftest import FROZEN, events_of, make_bundle, observations, write_config
 from tests.dagster.reconstruct import reconstructable_job
 from tests.peers.moto import MotoServer, make_s3_storage
@@ -184,7 +184,7 @@ def test_the_sensor_lists_the_bucket_and_runs_publish_each_upload_from_it(
     assert tick(defs, second.cursor, instance).run_requests == []
     # the source asset names the staging store where it is
     source = load_config(shared.config).pipeline(PIPELINE).source
-    assert root_uri(source) == f"s3://{shared.bucket}/{PREFIX}/{PIPELINE}"
+    assert source.uri() == f"s3://{shared.bucket}/{PREFIX}/{PIPELINE}"
     assert root_text(source) == f"s3://{shared.bucket}/{PREFIX}/{PIPELINE} at {shared.server.endpoint_url}"
 
 

@@ -1,15 +1,15 @@
-"""open_source_storage / open_destination_storage dispatch on the configured backend."""
+"""open_source_storage / open_destination_storage open the adapter the backend config's type names."""
 
 from __future__ import annotations
 
 import sys
 import types
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from distributor_core.config import HTTPUploadSource, LocalBackend, S3Backend, S3Credentials, SSHBackend
 from distributor_core.storage.factory import (
     UnsupportedBackendError,
     open_destination_storage,
@@ -28,30 +28,24 @@ class Env:
 
 def test_local_source_and_destination(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"a")
-    cfg = SimpleNamespace(backend="local", path=str(tmp_path))
+    cfg = LocalBackend(path=str(tmp_path), resolved_path=tmp_path)
     source = open_source_storage(cfg, Env({}))
     assert isinstance(source, LocalStorage)
     assert source.read_bytes("a.txt") == b"a"
     assert source.root_display == str(tmp_path)
-    dest = open_destination_storage(SimpleNamespace(backend="local", path=tmp_path / "out"), Env({}), dry_run=True)
+    out = LocalBackend(path="out", resolved_path=tmp_path / "out")
+    dest = open_destination_storage(out, Env({}), dry_run=True)
     assert isinstance(dest, LocalStorage)
+    assert dest.root_display == "out"
     assert not (tmp_path / "out").exists()
 
 
-def test_enum_valued_backend_is_accepted(tmp_path: Path) -> None:
-    import enum
-
-    class Backend(enum.Enum):
-        LOCAL = "local"
-
-    assert isinstance(open_source_storage(SimpleNamespace(backend=Backend.LOCAL, path=tmp_path), None), LocalStorage)
-
-
 def test_http_upload_has_no_storage(tmp_path: Path) -> None:
+    upload = HTTPUploadSource(staging_path=tmp_path, max_upload_size=1)
     with pytest.raises(UnsupportedBackendError, match=r"^source backend http_upload has no storage to open$"):
-        open_source_storage(SimpleNamespace(backend="http_upload", staging_path=tmp_path), Env({}))
-    with pytest.raises(UnsupportedBackendError, match=r"^destination backend ftp has no storage to open$"):
-        open_destination_storage(SimpleNamespace(backend="ftp"), Env({}))
+        open_source_storage(upload, Env({}))
+    with pytest.raises(UnsupportedBackendError, match=r"^destination backend http_upload has no storage to open$"):
+        open_destination_storage(upload, Env({}))
 
 
 def test_ssh_dispatches_lazily_to_sftp_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +60,7 @@ def test_ssh_dispatches_lazily_to_sftp_adapter(monkeypatch: pytest.MonkeyPatch) 
     module = types.ModuleType("distributor_core.storage.sftp")
     module.SFTPStorage = FakeSFTPStorage  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "distributor_core.storage.sftp", module)
-    cfg = SimpleNamespace(backend="ssh", host="h", user="u", path="/srv")
+    cfg = SSHBackend(host="h", user="u", path="/srv")
     env = Env({})
     assert open_destination_storage(cfg, env, dry_run=True) == "sftp-storage"
     assert open_source_storage(cfg, env) == "sftp-storage"
@@ -76,14 +70,13 @@ def test_ssh_dispatches_lazily_to_sftp_adapter(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.s3
 def test_s3_opens_through_from_config(moto_server: Any) -> None:
     bucket = moto_server.create_bucket()
-    cfg = SimpleNamespace(
-        backend="s3",
+    cfg = S3Backend(
         bucket=bucket,
         prefix="reports",
         region=moto_server.region,
         endpoint=moto_server.endpoint_url,
         force_path_style=True,
-        credentials=SimpleNamespace(access_key_id_env="KEY_ID", secret_access_key_env="SECRET"),
+        credentials=S3Credentials(access_key_id_env="KEY_ID", secret_access_key_env="SECRET"),
     )
     env = Env({"KEY_ID": moto_server.access_key_id, "SECRET": moto_server.secret_access_key})
     storage = open_destination_storage(cfg, env)

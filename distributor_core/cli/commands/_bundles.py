@@ -157,7 +157,7 @@ def _config_storage(inv: Invocation) -> Iterator[Storage]:
 
     config = load_config(inv.args.config)
     pipeline = config.pipeline(inv.args.pipeline)
-    if pipeline.source.backend == "http_upload":
+    if pipeline.is_upload:
         raise CommandError(
             f"pipeline {pipeline.id} has an http_upload source; "
             f"{inv.command} --config works with local, ssh and s3 sources"
