@@ -60,8 +60,9 @@ class Key(msgspec.Struct, frozen=True, kw_only=True):
     #: a mapping whose ``backend`` key picks the member of a union (a source; a destination,
     #: whose backend keys are inline): the tags it accepts
     backends: tuple[str, ...] = ()
-    #: the field of ``model`` that holds the inline backend (``storage``)
+    #: the field of ``model`` that holds the inline backend (``storage``), and its description
     inline: str | None = None
+    inline_doc: str = ""
     #: a mapping's keys that have no default
     required: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
@@ -172,9 +173,9 @@ def _mapping(model: type[msgspec.Struct], **common: Any) -> Key:
     hints = typing.get_type_hints(model, include_extras=True)
     keys: dict[str, Key] = {}
     backends: tuple[str, ...] = ()
-    inline = None
+    inline, inline_doc = None, ""
     for field in info.fields:
-        field_info, extra, _ = _unwrap(field.type)
+        field_info, extra, schema = _unwrap(field.type)
         if extra.get("derived"):
             continue
         if field.default_factory is not msgspec.NODEFAULT:
@@ -184,6 +185,7 @@ def _mapping(model: type[msgspec.Struct], **common: Any) -> Key:
         if extra.get("inline"):
             assert isinstance(field_info, mi.UnionType)
             backends, inline = tuple(t.tag for t in field_info.types), field.name
+            inline_doc = schema.get("description", "")
             continue
         keys[field.name] = _key(field.name, field.type, default, hints[field.name])
     required = tuple(name for name, key in keys.items() if key.is_required)
@@ -191,7 +193,7 @@ def _mapping(model: type[msgspec.Struct], **common: Any) -> Key:
         required = (*required, "backend")
     common.setdefault("name", "")
     return Key(kind=Kind.MAPPING, keys=MappingProxyType(keys), model=model, backends=backends, inline=inline,
-               required=required, **common)
+               inline_doc=inline_doc, required=required, **common)
 
 
 @cache
@@ -237,14 +239,20 @@ def backend_key_owners() -> Mapping[str, tuple[str, ...]]:
     })
 
 
+@cache
+def mapping_of(model: type[msgspec.Struct]) -> Key:
+    """The mapping that fills ``model``."""
+    return _mapping(model)
+
+
 def field(model: type[msgspec.Struct], name: str) -> Key:
     """The key of ``model.name`` (a validator's bounds and choices come from here)."""
-    return _fields(model)[name]
+    return fields_of(model)[name]
 
 
-@cache
-def _fields(model: type[msgspec.Struct]) -> Mapping[str, Key]:
-    return _mapping(model).keys
+def fields_of(model: type[msgspec.Struct]) -> Mapping[str, Key]:
+    """The YAML keys of ``model``, in declaration order."""
+    return mapping_of(model).keys
 
 
 def walk(key: Key, prefix: str = "") -> Iterator[tuple[str, Key]]:

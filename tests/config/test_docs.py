@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from distributor_core.config import shape
+from distributor_core.config.reference import TABLES, rewrite
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "config.md").read_text()
@@ -38,3 +39,10 @@ def test_every_example_is_listed() -> None:
 def test_upload_takeover_note() -> None:
     assert "each upload with a **new bundle id replaces" in DOC
     assert "**`takeover.mode: same_source` or `never`**" in DOC
+
+
+def test_the_reference_tables_are_the_declarations() -> None:
+    """Every table of keys in docs/config.md is written from the models (their types, defaults,
+    bounds and descriptions): `python -m distributor_core.config.reference docs/config.md`."""
+    assert rewrite(DOC) == DOC, "docs/config.md is out of date: python -m distributor_core.config.reference"
+    assert set(re.findall(r"<!-- reference: ([\w.]+) -->", DOC)) == set(TABLES)
