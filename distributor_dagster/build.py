@@ -7,12 +7,14 @@ opened by steps, sensors and checks when they run, with secrets resolved at that
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from distributor_core.config import load_config
 from distributor_core.gcpause import gc_paused
+from distributor_core.timefmt import Clock
 from distributor_dagster.assets import source_assets
 from distributor_dagster.maintenance.jobs import maintenance_jobs
 from distributor_dagster.names import config_names
@@ -32,14 +34,15 @@ if TYPE_CHECKING:
 
 
 def build_site(
-    config_path: str | os.PathLike[str], options: BuildOptions, translator: DistributorTranslator | None = None
+    config_path: str | os.PathLike[str], options: BuildOptions, translator: DistributorTranslator | None = None,
+    *, clock: Clock | None = None, environ: Mapping[str, str] | None = None,
 ) -> Site:
     config = load_config(config_path)
     check_settings(config.pipelines)
     translator = translator if translator is not None else DistributorTranslator()
     specs = tuple(pipeline_specs(translator, pipeline, options) for pipeline in config.pipelines)
     names = config_names(config, prefix=options.name_prefix, keys=[spec.keys() for spec in specs])
-    return Site(config=config, options=options, names=tuple(names), specs=specs)
+    return Site(config=config, options=options, names=tuple(names), specs=specs, clock=clock, environ=environ)
 
 
 #: Destination assets one automation sensor evaluates at most: a tick's cost grows with the assets
@@ -67,7 +70,7 @@ def automation_sensors(
         dg.AutomationConditionSensorDefinition(
             name=f"{site.options.name_prefix}distributor_automation" + (f"_{index}" if index > 1 else ""),
             target=dg.AssetSelection.assets(*chunk),
-            default_status=site.options.default_sensor_status,
+            default_status=site.options.sensor_status,
             minimum_interval_seconds=site.options.sensor_interval,
             description="Publishes destination assets whose source was observed with a new bundle "
             f"(automation: eager); sensor {index} of {len(chunks)}.",
@@ -105,27 +108,35 @@ def definitions_for(site: Site) -> dg.Definitions:
 
 
 def build_definitions(
-    config_path: str | os.PathLike[str], *, translator: DistributorTranslator | None = None, **options: object
+    config_path: str | os.PathLike[str],
+    options: BuildOptions | None = None,
+    *,
+    translator: DistributorTranslator | None = None,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+    **values: Any,
 ) -> dg.Definitions:
     """Compile the distributor config at ``config_path`` into Dagster definitions.
 
+    ``options``: a :class:`~distributor_dagster.options.BuildOptions`, and/or its fields as
+    keyword arguments (``sensor_interval``, ``default_sensor_status``, ``name_prefix``,
+    ``asset_key_prefix``, ``max_runs_per_tick``, ``bundles_per_run``, ``automation``,
+    ``blocking_checks``, ``digest_checks``: the one declaration says their types and defaults);
+    a refused value is a ``ValueError`` naming the option, an unknown one a ``TypeError``.
+
     ``translator``: how the assets look (keys, groups, descriptions, owners, tags, kinds, metadata,
     automation conditions, upstream deps); default :class:`~distributor_dagster.DistributorTranslator`,
-    which applies the config's ``dagster`` blocks.
-
-    Options (keyword arguments, see :class:`~distributor_dagster.options.BuildOptions`):
-    ``sensor_interval`` (seconds, default 30), ``default_sensor_status`` (``"stopped"`` or
-    ``"running"``), ``name_prefix``, ``asset_key_prefix``, ``max_runs_per_tick``, ``bundles_per_run``, ``automation``
-    (``"sensors"`` or ``"eager"``), ``blocking_checks``, ``digest_checks``, and the test seams ``clock``
-    and ``environ``.
+    which applies the config's ``dagster`` blocks. The test seams: ``clock`` stamps state times,
+    ``environ`` is where secrets resolve from (default ``os.environ``, then ``secrets.directory``).
 
     Raises :class:`~distributor_core.config.ConfigError` (its message is the CLI's) for an
     invalid config or a ``dagster`` block Dagster refuses, and
     :class:`~distributor_dagster.names.NameCollisionError` when two ids (or two translated asset
     keys) map to one Dagster name.
     """
+    chosen = BuildOptions.of(values, options)
     # a code location of a thousand pipelines allocates millions of objects (specs, graphs, asset
     # definitions) and frees almost none of them: the cyclic collector would walk them over and over
     # (about a quarter of the build); it runs once, after the build, instead
     with gc_paused():
-        return definitions_for(build_site(config_path, BuildOptions.create(**options), translator))  # type: ignore[arg-type]
+        return definitions_for(build_site(config_path, chosen, translator, clock=clock, environ=environ))

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from distributor_core.config import Config, Environment, Pipeline
+from distributor_core.timefmt import Clock
 from distributor_dagster.names import PipelineNames
 from distributor_dagster.options import BuildOptions
 from distributor_dagster.specs import PipelineSpecs
@@ -19,6 +21,10 @@ class Site:
     options: BuildOptions
     names: tuple[PipelineNames, ...]
     specs: tuple[PipelineSpecs, ...]
+    #: test seams: what stamps state times (default the system clock) and where secrets resolve from
+    #: (default ``os.environ``, then ``secrets.directory``)
+    clock: Clock | None = field(default=None, compare=False)
+    environ: Mapping[str, str] | None = field(default=None, compare=False)
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -27,7 +33,7 @@ class Site:
 
     def environment(self) -> Environment:
         """Secrets resolve at run time, never at load (interfaces §1.4)."""
-        return Environment.from_config(self.config, self.options.environ)
+        return Environment.from_config(self.config, self.environ)
 
     def pipeline(self, pipeline_id: str) -> Pipeline:
         return self.config.pipeline(pipeline_id)

@@ -115,7 +115,7 @@ def prune_job(site: Site, name: str) -> dg.JobDefinition:
            "(a dry run unless apply is true); records what it deleted on each destination asset and evaluates "
            "its checks again.")
     def prune_step(context: dg.OpExecutionContext, config: PruneConfig):  # type: ignore[no-untyped-def]
-        now = now_seconds(site.options.clock)
+        now = now_seconds(site.clock)
 
         def work(target: Target) -> Any:
             if not target.destination.retention.prune.enabled:
@@ -139,7 +139,7 @@ def reconcile_job(site: Site, name: str) -> dg.JobDefinition:
            "with audit, whose bytes changed); with adopt, record matching unmanaged files. A dry run unless "
            "apply is true; records what it did on each destination asset and evaluates its checks again.")
     def reconcile_step(context: dg.OpExecutionContext, config: RepairConfig):  # type: ignore[no-untyped-def]
-        now = now_seconds(site.options.clock)
+        now = now_seconds(site.clock)
 
         def work(target: Target) -> Any:
             return reconcile_state(

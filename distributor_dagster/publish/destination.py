@@ -96,7 +96,7 @@ def publish_entries(
     for valid in validated.valid:  # uploads each have their own staged source; bundles share one
         by_source.setdefault(valid.item.source_root, []).append(valid)
     entries: list[tuple[Item, ActionReport]] = []
-    options = selection.run_options(destination.id, dry_run=selection.dry_run, clock=site.options.clock,
+    options = selection.run_options(destination.id, dry_run=selection.dry_run, clock=site.clock,
                                     holder=lock_holder)
     with DestinationPool(site.environment(), dry_run=selection.dry_run) as pool, \
             uploads.item_store(pipeline, site.environment()) as store:
@@ -142,7 +142,7 @@ def publish_op(
             input_key = dg.AssetKey(list(pnames.newest_key or pnames.source_key))
         checked_scope(context, settings_key, validated.selection)
         if pipeline.is_upload:  # a re-execution publishes only the uploads not yet published
-            validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
+            validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.clock,
                                                  env=site.environment())
         selection = validated.selection
         selected = context.selected_output_names

@@ -215,14 +215,14 @@ def _upload_items(
             records = [uploads.open_upload(pipeline, settings.upload_run_id, store)]
         elif named is not None:
             records = uploads.batch_records(context, site.config, pipeline, named, dry_run=settings.dry_run,
-                                            store=store, clock=site.options.clock)
+                                            store=store, clock=site.clock)
         else:
             records = uploads.waiting(pipeline, store)
             if not records:
                 context.log.info(f"no upload of pipeline {pipeline.id} is waiting to be published")
         for record in records:
             if not settings.dry_run:
-                uploads.mark_running(store, record.run_id, context.run_id, site.options.clock)
+                uploads.mark_running(store, record.run_id, context.run_id, site.clock)
             context.log.info(
                 f"upload {record.run_id} (seq {record.seq}, bundle id {record.bundle_id}, token {record.token_id})"
             )
@@ -295,7 +295,7 @@ def _checked_items(
             except Exception as exc:
                 if items[0].upload_run_id:  # an upload is a group of its own
                     uploads.fail(site.config, pipeline, items[0].upload_run_id, dagster_run_id, exc,
-                                 selection.dry_run, site.options.clock, store=store)
+                                 selection.dry_run, site.clock, store=store)
                 raise
 
 
@@ -333,7 +333,7 @@ def validate_op(site: Site, routes: Routes, name: str, settings_key: str) -> dg.
                 outcome.metadata.update(refusal_metadata([refusal]))
                 if item.upload_run_id:
                     uploads.fail(site.config, pipeline, item.upload_run_id, context.run_id, checked.error,
-                                 selection.dry_run, site.options.clock, env=site.environment())
+                                 selection.dry_run, site.clock, env=site.environment())
             else:
                 manifest = checked.bundle.manifest
                 valid.append(Valid(item, manifest))

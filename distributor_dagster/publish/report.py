@@ -52,7 +52,7 @@ def report_op(
         check_outputs = dict(zip(route.graph.destination_ids, by_index, strict=True))
         checked_scope(context, settings_key, validated.selection)
         # a re-execution records only the uploads not yet published
-        validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.options.clock,
+        validated = uploads.still_to_publish(context, site.config, pipeline, validated, site.clock,
                                              env=site.environment())
         selection = validated.selection
         options = RunOptions(dry_run=selection.dry_run, force=selection.force, republish=selection.republish)
@@ -70,7 +70,7 @@ def report_op(
                 if item.upload_run_id and not selection.dry_run:
                     record = uploads.mark_finished(
                         site.config, pipeline, item.upload_run_id, context.run_id, report=run,
-                        error="; ".join(errors), clock=site.options.clock, store=store,
+                        error="; ".join(errors), clock=site.clock, store=store,
                     )
                     context.log.info(f"upload {record.run_id}: {record.status}")
         invalid = "; ".join(message for _, message in validated.invalid)

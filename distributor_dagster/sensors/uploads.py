@@ -73,7 +73,7 @@ def uploads_sensor(
         name=names.uploads_sensor,
         job=job,
         minimum_interval_seconds=options.sensor_interval,
-        default_status=options.default_sensor_status,
+        default_status=options.sensor_status,
         description=f"Requests {names.publish_job} runs, of at most {options.bundles_per_run} uploads each, for "
         f"the uploads accepted by `distributor serve --publisher dagster` for pipeline {pipeline.id}.",
     )

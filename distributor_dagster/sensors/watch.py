@@ -121,7 +121,7 @@ def watch_sensor(site: Site, pipeline: Pipeline, names: PipelineNames) -> dg.Sen
         # an asset selection, not the job: a sensor may request a backfill only for its assets
         asset_selection=dg.AssetSelection.assets(*(dg.AssetKey(list(d.asset_key)) for d in names.destinations)),
         minimum_interval_seconds=options.sensor_interval,
-        default_status=options.default_sensor_status,
+        default_status=options.sensor_status,
         description=what.format(backend=backend, pipeline=pipeline.id) + ".",
     )
     def watch(context: dg.SensorEvaluationContext) -> dg.SensorResult:

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from distributor_core.config import ConfigError, load_config
-from distributor_dagster import DistributorComponent, NameCollisionError, build_definitions
-from distributor_dagster.location import DistributorConfigError, definitions_from_environment
+from distributor_dagster import BuildOptions, DistributorComponent, NameCollisionError, build_definitions
+from distributor_dagster.location import DistributorConfigError, definitions_from_environment, options_from_environment
 from distributor_dagster.names import sanitize
 from tests.dagster.conftest import REPO, write_config
 
@@ -447,6 +447,26 @@ def test_options_shape_names_and_sensors(tmp_path: Path) -> None:
         build_definitions(REPO / "examples" / "fan-out.yml", unknown_option=1)
 
 
+def test_one_options_type_for_keywords_the_component_and_the_variables() -> None:
+    """The options are declared once (issue 39): build_definitions takes them as keywords or as one
+    BuildOptions, the component's attributes are those fields and config_path, and each variable of
+    the definitions module sets its option."""
+    example = REPO / "examples" / "fan-out.yml"
+    given_once = build_definitions(example, BuildOptions(sensor_interval=9, default_sensor_status="running"))
+    as_keywords = build_definitions(example, sensor_interval=9, default_sensor_status="running")
+    (sensor,), (same,) = given_once.sensors, as_keywords.sensors
+    assert (sensor.minimum_interval_seconds, sensor.default_status) == (9, dg.DefaultSensorStatus.RUNNING)
+    assert (same.minimum_interval_seconds, same.default_status) == (9, dg.DefaultSensorStatus.RUNNING)
+    assert set(DistributorComponent.model_fields) == set(BuildOptions.model_fields) | {"config_path"}
+    texts = {"sensor_interval": "7", "default_sensor_status": "running", "name_prefix": "acme_",
+             "bundles_per_run": "3", "automation": "eager", "blocking_checks": "none", "digest_checks": "yes"}
+    variables = BuildOptions.variables()
+    assert set(variables) == set(texts)
+    options = options_from_environment({variables[name]: text for name, text in texts.items()})
+    assert options == BuildOptions(sensor_interval=7, default_sensor_status="running", name_prefix="acme_",
+                                   bundles_per_run=3, automation="eager", blocking_checks=(), digest_checks=True)
+
+
 def test_dg_lists_the_component() -> None:
     listed = subprocess.run([str(BIN / "dg"), "list", "components", "--json"], capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
@@ -526,3 +546,13 @@ def test_a_config_that_loads_never_collides_inside_dagster(tmp_path: Path, pipel
         )
         return
     dg.Definitions.validate_loadable(build_definitions(config))
+
+
+def test_the_docs_list_every_option_and_variable() -> None:
+    text = (REPO / "docs" / "dagster.md").read_text()
+    for name, field in BuildOptions.model_fields.items():
+        row = re.search(rf"^\| `{name}` \| `([^`]*)` \|", text, re.MULTILINE)
+        assert row is not None, name
+        assert row[1].replace('"', "'") == repr(field.default) or row[1] == str(field.default), name
+    for variable in BuildOptions.variables().values():
+        assert f"| `{variable}` |" in text, variable
