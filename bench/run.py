@@ -36,6 +36,7 @@ SCENARIOS = {
     "P14": "bench.p14_upload_batches",
     "P15": "bench.p15_shared_staging",
     "P16": "bench.p16_lease_publish",
+    "P17": "bench.p17_config_load",
     "P18": "bench.p18_text_flood",
 }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,8 @@ class _Filler:
                 default = key.default
                 if default is None:
                     return None
+                if default is not REQUIRED and _constant(key.model):  # type: ignore[arg-type]
+                    return _default_tree(key.model, default)  # type: ignore[arg-type]
                 written = {} if default is REQUIRED else msgspec.structs.asdict(default)
             elif isinstance(written, msgspec.Struct):  # a default holding a default
                 written = msgspec.structs.asdict(written)
@@ -119,6 +122,27 @@ class _Filler:
         if key.path and isinstance(written, str | Path) and str(written) != "":
             return resolve_path(self.base_dir, os.fspath(written), expand_user=key.expand_user)
         return written
+
+
+@cache
+def _constant(model: type[msgspec.Struct]) -> bool:
+    """Whether the filled tree of ``model`` depends on nothing but its own keys: no local path, no
+    value derived from other keys, no backend, in it or below."""
+    if model in _DERIVED:
+        return False
+    for key in shape.fields_of(model).values():
+        if key.path or key.backends:
+            return False
+        if key.kind in (Kind.MAPPING, Kind.MAPPING_LIST) and key.model is not None and not _constant(key.model):
+            return False
+    return True
+
+
+@cache
+def _default_tree(model: type[msgspec.Struct], default: msgspec.Struct) -> Tree:
+    """The filled tree of an absent mapping whose default is ``default`` (a constant tree, shared by
+    every config that leaves it out: nothing changes a filled tree after :func:`fill`)."""
+    return _Filler(Path()).mapping(shape.mapping_of(model), msgspec.structs.asdict(default))
 
 
 # --- values that follow from other keys ---------------------------------------------------------

@@ -215,10 +215,12 @@ def backends() -> Mapping[str, Key]:
     return MappingProxyType(result)
 
 
+@cache
 def source_backends() -> tuple[str, ...]:
     return tuple(backends())
 
 
+@cache
 def destination_backends() -> tuple[str, ...]:
     return _tags(models.StorageBackend)
 
