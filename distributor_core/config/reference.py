@@ -54,7 +54,6 @@ _ONLY = {"publish": ("publish", "transform")}
 _FIRST = {"s3": ("bucket", "prefix")}
 
 _BLOCK = re.compile(r"(<!-- reference: (?P<name>[\w.]+) -->\n)(?P<body>.*?)(<!-- end reference -->)", re.DOTALL)
-_PIPE = re.compile(r"\|")
 
 
 def table(name: str) -> str:
@@ -131,7 +130,7 @@ def _rule(key: Key) -> str:
         parts.append(f"{key.ge} or greater")
     if key.doc:
         parts.append(key.doc)
-    return _PIPE.sub("\\|", "; ".join(parts))
+    return "; ".join(parts).replace("|", "\\|")
 
 
 def rewrite(text: str) -> str:
