@@ -39,8 +39,10 @@ from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Sto
 from distributor_core.storage.capabilities import Capabilities, Feature
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.sftp_connection import (
+    DEFAULT_HOST_KEY_POLICY,
     DEFAULT_KNOWN_HOSTS_FILE,
     DEFAULT_PORT,
+    DEFAULT_TRANSPORT,
     HOST_KEY_POLICIES,
     Channel,
     Connection,
@@ -145,14 +147,14 @@ class SFTPStorage(Storage):
         port: int = DEFAULT_PORT,
         private_key_file: str | os.PathLike[str] | None = None,
         known_hosts_file: str | os.PathLike[str] | None = None,
-        host_key_policy: str = "strict",
+        host_key_policy: str = DEFAULT_HOST_KEY_POLICY,
         dry_run: bool = False,
         connect_timeout: float = 15.0,
         io_timeout: float = 120.0,
         max_channels: int = 8,
         transfer_connections: int = TRANSFER_CONNECTIONS,
         display: str | None = None,
-        transport: str = "paramiko",
+        transport: str = DEFAULT_TRANSPORT,
         ssh_config_file: str | os.PathLike[str] | None = None,
         ssh_options: Iterable[tuple[str, str]] = (),
     ) -> None:
@@ -199,7 +201,7 @@ class SFTPStorage(Storage):
         """Build from an ``ssh`` source or destination config (interfaces §1.6). ``env`` is the
         secret resolver; ssh needs no secrets today (keys are files, agents are implicit)."""
         port = getattr(cfg, "port", None) or DEFAULT_PORT
-        policy = getattr(cfg, "host_key_policy", None) or "strict"
+        policy = getattr(cfg, "host_key_policy", None) or DEFAULT_HOST_KEY_POLICY
         return cls(
             host=cfg.host,
             port=int(port),
@@ -209,7 +211,7 @@ class SFTPStorage(Storage):
             known_hosts_file=getattr(cfg, "known_hosts_file", None) or None,
             host_key_policy=policy,
             dry_run=dry_run,
-            transport=getattr(cfg, "transport", None) or "paramiko",
+            transport=getattr(cfg, "transport", None) or DEFAULT_TRANSPORT,
             ssh_config_file=getattr(cfg, "ssh_config_file", None) or None,
             ssh_options=getattr(cfg, "ssh_options", None) or (),
         )

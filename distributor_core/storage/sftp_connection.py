@@ -41,6 +41,8 @@ HOST_KEY_POLICIES = field(SSHBackend, "host_key_policy").choices
 TRANSPORTS = field(SSHBackend, "transport").choices
 DEFAULT_KNOWN_HOSTS_FILE: str = os.fspath(default_of(SSHBackend, "known_hosts_file"))
 DEFAULT_PORT: int = default_of(SSHBackend, "port")
+DEFAULT_HOST_KEY_POLICY: str = default_of(SSHBackend, "host_key_policy")
+DEFAULT_TRANSPORT: str = default_of(SSHBackend, "transport")
 
 #: ciphers paramiko runs fastest (AES-GCM, then AES-CTR); the rest keep paramiko's order
 _PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr")
@@ -68,12 +70,12 @@ class SSHEndpoint:
     port: int = DEFAULT_PORT
     private_key_file: str | None = None
     known_hosts_file: str = DEFAULT_KNOWN_HOSTS_FILE
-    host_key_policy: str = "strict"
+    host_key_policy: str = DEFAULT_HOST_KEY_POLICY
     dry_run: bool = False
     connect_timeout: float = 15.0
     io_timeout: float = 120.0
     max_channels: int = 8
-    transport: str = "paramiko"
+    transport: str = DEFAULT_TRANSPORT
     #: ``transport: openssh`` only: the ``-F`` file (``None``: ``/dev/null``) and extra ``-o`` options
     ssh_config_file: str | None = None
     ssh_options: tuple[tuple[str, str], ...] = ()
