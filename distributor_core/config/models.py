@@ -34,8 +34,6 @@ model names its own root (:meth:`LocalBackend.location`, ``uri``, ``root_text``,
 refusals, Dagster descriptions and the host-path scrubber ask it, never the backend's name.
 """
 
-from __future__ import annotations
-
 import os
 import posixpath
 from datetime import timedelta
@@ -90,29 +88,7 @@ def default_of(model: type[msgspec.Struct], name: str) -> Any:
     raise LookupError(f"{model.__name__} has no field {name}")
 
 
-# --- server, secrets, upload tokens ---------------------------------------------------------
-
-
-class UploadLimits(_Model, kw_only=True):
-    """``server.http.limits``: what one upload archive may hold, checked while it streams."""
-
-    max_entries: Annotated[int, POSITIVE, _doc("entries (files, directories) of one upload archive")] = 10_000
-    max_path_depth: Annotated[int, POSITIVE, _doc("path segments of an entry (`a/b/c.txt` has 3)")] = 64
-    max_name_length: Annotated[int, POSITIVE, _doc("bytes (UTF-8) of one path segment")] = 255
-    max_path_length: Annotated[int, POSITIVE, _doc("bytes (UTF-8) of an entry's path")] = 4096
-    max_header_size: Annotated[
-        ByteSize, POSITIVE, _doc("PAX extended and GNU long-name headers of one entry, together")
-    ] = 64 * KB
-    max_manifest_size: Annotated[ByteSize, POSITIVE, _doc("size of the upload's `manifest.json`")] = 16 * MB
-    max_directories: Annotated[
-        int, POSITIVE,
-        _doc("directories one upload archive names or implies (every ancestor of an entry counts once)"),
-    ] = 10_000
-    max_header_count: Annotated[
-        int, POSITIVE,
-        _doc("PAX extended and GNU long-name headers chained in front of one entry (a global PAX header counts "
-             "for the entry it precedes)"),
-    ] = 8
+# --- backends ---------------------------------------------------------------------------------
 
 
 class S3Credentials(_Model, kw_only=True):
@@ -148,177 +124,6 @@ class S3Connection(_Model, kw_only=True):
         _doc("names of the secrets holding the credentials, set together; omitted (or empty): boto3's default "
              "credential chain (environment, shared files, instance roles)"),
     ] = None
-
-
-class ServerHTTP(_Model, kw_only=True):
-    """``server.http``: the upload server. Sizes are bytes; ``staging_root`` is absolute."""
-
-    bind: Annotated[
-        str,
-        _doc("port 0–65535 (`0` picks a free port); IPv6 as `[::1]:8080`; a host is required",
-             shown="`host:port`"),
-    ] = "127.0.0.1:8080"
-    #: with an ``s3://`` root: this host's scratch directory for receiving uploads
-    staging_root: Annotated[
-        Path,
-        _doc(
-            "a local directory: the parent of the per-pipeline staging directories, used by one `serve` process. "
-            "`s3://bucket/prefix`: staging shared by any number of `serve` replicas, each pipeline under "
-            "`<prefix>/<pipeline id>` ([shared staging](#shared-staging-in-s3)); any other URL scheme is refused",
-            shown="path or `s3://bucket/prefix`",
-        ),
-    ] = Path(".distributor/staging")
-    staging_s3: Annotated[
-        S3Connection | None,
-        _doc("only with an `s3://` `staging_root`: how to reach the bucket, with the keys of an "
-             "[`s3` backend](#s3) besides `bucket` and `prefix`"),
-    ] = None
-    max_upload_size: Annotated[ByteSize, POSITIVE, _doc("largest accepted upload request body")] = 100 * MB
-    queue_size: Annotated[int, POSITIVE, _doc("accepted uploads waiting to be published")] = 16
-    max_concurrency: Annotated[int, POSITIVE, _doc("uploads published at the same time")] = 1
-    retention: Annotated[Duration, POSITIVE_DURATION, _doc("how long finished upload records are kept")] = timedelta(
-        hours=24
-    )
-    header_timeout: Annotated[
-        Duration, POSITIVE_DURATION,
-        _doc("a connection that has not sent a complete request head (request line and headers) by then is "
-             "closed, and so is an idle keep-alive connection"),
-    ] = timedelta(seconds=10)
-    body_idle_timeout: Annotated[
-        Duration, POSITIVE_DURATION, _doc("longest pause while an upload body arrives (`400`)")
-    ] = timedelta(seconds=60)
-    #: the inline publisher's claim on a publication in a shared store (renewed every quarter)
-    publication_lease: Annotated[
-        Duration, POSITIVE_DURATION,
-        _doc("only with an `s3://` `staging_root` and the inline publisher: a replica's claim on the publication "
-             "it runs, renewed every quarter of it; when a replica dies, another one takes its publication over "
-             "once it has seen the lease unchanged this long on its own monotonic clock (at once when the dead "
-             "replica ran on the same host): the failover time"),
-    ] = timedelta(seconds=60)
-    #: an admission's claim on its idempotency key in a shared store (and a marker's life without its record)
-    admission_lease: Annotated[
-        Duration, POSITIVE_DURATION,
-        _doc("only with an `s3://` `staging_root`: how long an admission's claim on its idempotency key lasts "
-             "while the replica writes its record. Another replica that has seen the claim unchanged this long "
-             "(on its own monotonic clock) takes the key over, and removes a pending marker whose record is "
-             "missing; an admission slower than that loses its key and answers the winner's replay (or a "
-             "retryable `503`) instead of a second `202`"),
-    ] = timedelta(seconds=120)
-    max_connections: Annotated[
-        int, POSITIVE,
-        _doc("connections served at once. When a new connection would exceed it, an idle connection (no request "
-             "in progress: the oldest one of the address holding the most connections without a valid token) is "
-             "closed to make room; when none is idle, the new one is answered `503` and closed"),
-    ] = 256
-    max_head_size: Annotated[
-        ByteSize, POSITIVE,
-        _doc("bytes of a request line and its headers; a larger head is answered `431` and the connection "
-             "closed"),
-    ] = 64 * KB
-    #: 0: no cap per client address
-    max_connections_per_client: Annotated[
-        int, NOT_NEGATIVE,
-        _doc("connections one client address may hold while none of them carries a request with a valid token "
-             "(idle, still sending a request head, or a request without a valid token). A further connection of "
-             "that address closes its oldest idle one, or is answered `503` and closed. `0`: no cap per address "
-             "(behind a reverse proxy every client has the proxy's address: see "
-             "[operations](operations.md#the-upload-server-under-hostile-producers))"),
-    ] = 32
-    #: 0: see :meth:`reserved_slots`
-    reserved_connections: Annotated[
-        int, NOT_NEGATIVE,
-        _doc("less than `max_connections`; slots only requests with a valid upload token may use: connections "
-             "without one hold at most `max_connections - reserved_connections`, and beyond that a new "
-             "connection closes the oldest idle connection of the address holding the most. `0`: a quarter of "
-             "`max_connections` (64 of the default 256)"),
-    ] = 0
-    #: 0: see :meth:`queue_share`
-    max_queue_per_token: Annotated[
-        int, NOT_NEGATIVE,
-        _doc("at most `queue_size`; queue slots (uploads being received, `accepted` and `queued`) one upload "
-             "token may hold; further uploads of that token get `503` while other tokens are still admitted. "
-             "`0`: half of `queue_size`, rounded up, or all of it when the config has one token"),
-    ] = 0
-    #: bytes per second; 0: no minimum
-    body_min_rate: Annotated[
-        ByteSize,
-        _doc("per second: once `body_idle_timeout` has passed, the body must have arrived at this average rate, "
-             "so a body of N bytes must be complete within `body_idle_timeout` + N / `body_min_rate` (`400`); "
-             "`0` disables it"),
-    ] = 64 * KB
-    max_failed_bytes: Annotated[
-        ByteSize,
-        _doc("bytes of the staged bundles that failed uploads keep for inspection, all tokens together; when a "
-             "failure takes it over, the staged bundles of the token holding the most failed bytes are removed, "
-             "oldest first (their records stay)"),
-    ] = 4 * GB
-    max_failed_bytes_per_token: Annotated[
-        ByteSize,
-        _doc("the same per upload token: a token's own oldest failed bundles are removed first. `0B` keeps no "
-             "failed bundle"),
-    ] = GB
-    limits: Annotated[
-        UploadLimits,
-        _doc("limits of an upload archive, checked while it streams in, entry by entry, before anything of an "
-             "entry is written"),
-    ] = UploadLimits()
-    #: an ``s3://`` staging root (issue 29): the shared store every ``serve`` replica uses
-    staging_store: Annotated[S3Backend | None, DERIVED] = None
-
-    def queue_share(self, token_count: int) -> int:
-        """Queue slots one token may hold: ``max_queue_per_token``, or by default half of
-        ``queue_size`` rounded up (all of it when only one token is configured)."""
-        if self.max_queue_per_token > 0:
-            return min(self.max_queue_per_token, self.queue_size)
-        if token_count <= 1:
-            return self.queue_size
-        return max(1, (self.queue_size + 1) // 2)
-
-    def reserved_slots(self) -> int:
-        """Connection slots kept for requests with a valid upload token: ``reserved_connections``,
-        or by default a quarter of ``max_connections`` (rounded down)."""
-        if self.reserved_connections > 0:
-            return min(self.reserved_connections, self.max_connections - 1)
-        return self.max_connections // 4
-
-    @property
-    def bind_host(self) -> str:
-        """Host part of ``bind`` (without IPv6 brackets)."""
-        return split_host_port(self.bind)[0]
-
-    @property
-    def bind_port(self) -> int:
-        return split_host_port(self.bind)[1]
-
-
-class Server(_Model, kw_only=True):
-    http: Annotated[
-        ServerHTTP, _doc("settings of `distributor serve`, the HTTP upload API; validated even when no pipeline "
-                         "uses uploads")
-    ] = ServerHTTP()
-
-
-class Secrets(_Model, kw_only=True):
-    """``secrets``: ``directory`` as written (``""`` = disabled) and its resolved absolute path."""
-
-    directory: Annotated[
-        str, _doc("directory of secret files, looked up after the environment; empty: disabled", shown="path")
-    ] = ""
-    resolved_directory: Annotated[Path | None, DERIVED] = None
-
-
-class UploadToken(_Model, kw_only=True):
-    """One ``upload_tokens`` record. The value is never in the config, only its secret name."""
-
-    id: Annotated[Slug, _doc("unique across token records")]
-    token_env: Annotated[str, _doc("the secret name holding the token value")]
-    allow_pipelines: Annotated[
-        tuple[str, ...], Meta(min_length=1),
-        _doc("each entry an `http_upload` pipeline id; no duplicates"),
-    ]
-
-
-# --- backends ---------------------------------------------------------------------------------
 
 
 class LocalBackend(_Model, kw_only=True, tag_field="backend", tag="local"):
@@ -539,6 +344,199 @@ class HTTPUploadSource(_Model, kw_only=True, tag_field="backend", tag="http_uplo
 #: the backend unions, told apart by their ``backend`` tag
 StorageBackend = LocalBackend | SSHBackend | S3Backend
 SourceBackend = LocalBackend | SSHBackend | S3Backend | HTTPUploadSource
+
+
+# --- server, secrets, upload tokens ---------------------------------------------------------
+
+
+class UploadLimits(_Model, kw_only=True):
+    """``server.http.limits``: what one upload archive may hold, checked while it streams."""
+
+    max_entries: Annotated[int, POSITIVE, _doc("entries (files, directories) of one upload archive")] = 10_000
+    max_path_depth: Annotated[int, POSITIVE, _doc("path segments of an entry (`a/b/c.txt` has 3)")] = 64
+    max_name_length: Annotated[int, POSITIVE, _doc("bytes (UTF-8) of one path segment")] = 255
+    max_path_length: Annotated[int, POSITIVE, _doc("bytes (UTF-8) of an entry's path")] = 4096
+    max_header_size: Annotated[
+        ByteSize, POSITIVE, _doc("PAX extended and GNU long-name headers of one entry, together")
+    ] = 64 * KB
+    max_manifest_size: Annotated[ByteSize, POSITIVE, _doc("size of the upload's `manifest.json`")] = 16 * MB
+    max_directories: Annotated[
+        int, POSITIVE,
+        _doc("directories one upload archive names or implies (every ancestor of an entry counts once)"),
+    ] = 10_000
+    max_header_count: Annotated[
+        int, POSITIVE,
+        _doc("PAX extended and GNU long-name headers chained in front of one entry (a global PAX header counts "
+             "for the entry it precedes)"),
+    ] = 8
+
+
+class ServerHTTP(_Model, kw_only=True):
+    """``server.http``: the upload server. Sizes are bytes; ``staging_root`` is absolute."""
+
+    bind: Annotated[
+        str,
+        _doc("port 0–65535 (`0` picks a free port); IPv6 as `[::1]:8080`; a host is required",
+             shown="`host:port`"),
+    ] = "127.0.0.1:8080"
+    #: with an ``s3://`` root: this host's scratch directory for receiving uploads
+    staging_root: Annotated[
+        Path,
+        _doc(
+            "a local directory: the parent of the per-pipeline staging directories, used by one `serve` process. "
+            "`s3://bucket/prefix`: staging shared by any number of `serve` replicas, each pipeline under "
+            "`<prefix>/<pipeline id>` ([shared staging](#shared-staging-in-s3)); any other URL scheme is refused",
+            shown="path or `s3://bucket/prefix`",
+        ),
+    ] = Path(".distributor/staging")
+    staging_s3: Annotated[
+        S3Connection | None,
+        _doc("only with an `s3://` `staging_root`: how to reach the bucket, with the keys of an "
+             "[`s3` backend](#s3) besides `bucket` and `prefix`"),
+    ] = None
+    max_upload_size: Annotated[ByteSize, POSITIVE, _doc("largest accepted upload request body")] = 100 * MB
+    queue_size: Annotated[int, POSITIVE, _doc("accepted uploads waiting to be published")] = 16
+    max_concurrency: Annotated[int, POSITIVE, _doc("uploads published at the same time")] = 1
+    retention: Annotated[Duration, POSITIVE_DURATION, _doc("how long finished upload records are kept")] = timedelta(
+        hours=24
+    )
+    header_timeout: Annotated[
+        Duration, POSITIVE_DURATION,
+        _doc("a connection that has not sent a complete request head (request line and headers) by then is "
+             "closed, and so is an idle keep-alive connection"),
+    ] = timedelta(seconds=10)
+    body_idle_timeout: Annotated[
+        Duration, POSITIVE_DURATION, _doc("longest pause while an upload body arrives (`400`)")
+    ] = timedelta(seconds=60)
+    #: the inline publisher's claim on a publication in a shared store (renewed every quarter)
+    publication_lease: Annotated[
+        Duration, POSITIVE_DURATION,
+        _doc("only with an `s3://` `staging_root` and the inline publisher: a replica's claim on the publication "
+             "it runs, renewed every quarter of it; when a replica dies, another one takes its publication over "
+             "once it has seen the lease unchanged this long on its own monotonic clock (at once when the dead "
+             "replica ran on the same host): the failover time"),
+    ] = timedelta(seconds=60)
+    #: an admission's claim on its idempotency key in a shared store (and a marker's life without its record)
+    admission_lease: Annotated[
+        Duration, POSITIVE_DURATION,
+        _doc("only with an `s3://` `staging_root`: how long an admission's claim on its idempotency key lasts "
+             "while the replica writes its record. Another replica that has seen the claim unchanged this long "
+             "(on its own monotonic clock) takes the key over, and removes a pending marker whose record is "
+             "missing; an admission slower than that loses its key and answers the winner's replay (or a "
+             "retryable `503`) instead of a second `202`"),
+    ] = timedelta(seconds=120)
+    max_connections: Annotated[
+        int, POSITIVE,
+        _doc("connections served at once. When a new connection would exceed it, an idle connection (no request "
+             "in progress: the oldest one of the address holding the most connections without a valid token) is "
+             "closed to make room; when none is idle, the new one is answered `503` and closed"),
+    ] = 256
+    max_head_size: Annotated[
+        ByteSize, POSITIVE,
+        _doc("bytes of a request line and its headers; a larger head is answered `431` and the connection "
+             "closed"),
+    ] = 64 * KB
+    #: 0: no cap per client address
+    max_connections_per_client: Annotated[
+        int, NOT_NEGATIVE,
+        _doc("connections one client address may hold while none of them carries a request with a valid token "
+             "(idle, still sending a request head, or a request without a valid token). A further connection of "
+             "that address closes its oldest idle one, or is answered `503` and closed. `0`: no cap per address "
+             "(behind a reverse proxy every client has the proxy's address: see "
+             "[operations](operations.md#the-upload-server-under-hostile-producers))"),
+    ] = 32
+    #: 0: see :meth:`reserved_slots`
+    reserved_connections: Annotated[
+        int, NOT_NEGATIVE,
+        _doc("less than `max_connections`; slots only requests with a valid upload token may use: connections "
+             "without one hold at most `max_connections - reserved_connections`, and beyond that a new "
+             "connection closes the oldest idle connection of the address holding the most. `0`: a quarter of "
+             "`max_connections` (64 of the default 256)"),
+    ] = 0
+    #: 0: see :meth:`queue_share`
+    max_queue_per_token: Annotated[
+        int, NOT_NEGATIVE,
+        _doc("at most `queue_size`; queue slots (uploads being received, `accepted` and `queued`) one upload "
+             "token may hold; further uploads of that token get `503` while other tokens are still admitted. "
+             "`0`: half of `queue_size`, rounded up, or all of it when the config has one token"),
+    ] = 0
+    #: bytes per second; 0: no minimum
+    body_min_rate: Annotated[
+        ByteSize,
+        _doc("per second: once `body_idle_timeout` has passed, the body must have arrived at this average rate, "
+             "so a body of N bytes must be complete within `body_idle_timeout` + N / `body_min_rate` (`400`); "
+             "`0` disables it"),
+    ] = 64 * KB
+    max_failed_bytes: Annotated[
+        ByteSize,
+        _doc("bytes of the staged bundles that failed uploads keep for inspection, all tokens together; when a "
+             "failure takes it over, the staged bundles of the token holding the most failed bytes are removed, "
+             "oldest first (their records stay)"),
+    ] = 4 * GB
+    max_failed_bytes_per_token: Annotated[
+        ByteSize,
+        _doc("the same per upload token: a token's own oldest failed bundles are removed first. `0B` keeps no "
+             "failed bundle"),
+    ] = GB
+    limits: Annotated[
+        UploadLimits,
+        _doc("limits of an upload archive, checked while it streams in, entry by entry, before anything of an "
+             "entry is written"),
+    ] = UploadLimits()
+    #: an ``s3://`` staging root (issue 29): the shared store every ``serve`` replica uses
+    staging_store: Annotated[S3Backend | None, DERIVED] = None
+
+    def queue_share(self, token_count: int) -> int:
+        """Queue slots one token may hold: ``max_queue_per_token``, or by default half of
+        ``queue_size`` rounded up (all of it when only one token is configured)."""
+        if self.max_queue_per_token > 0:
+            return min(self.max_queue_per_token, self.queue_size)
+        if token_count <= 1:
+            return self.queue_size
+        return max(1, (self.queue_size + 1) // 2)
+
+    def reserved_slots(self) -> int:
+        """Connection slots kept for requests with a valid upload token: ``reserved_connections``,
+        or by default a quarter of ``max_connections`` (rounded down)."""
+        if self.reserved_connections > 0:
+            return min(self.reserved_connections, self.max_connections - 1)
+        return self.max_connections // 4
+
+    @property
+    def bind_host(self) -> str:
+        """Host part of ``bind`` (without IPv6 brackets)."""
+        return split_host_port(self.bind)[0]
+
+    @property
+    def bind_port(self) -> int:
+        return split_host_port(self.bind)[1]
+
+
+class Server(_Model, kw_only=True):
+    http: Annotated[
+        ServerHTTP, _doc("settings of `distributor serve`, the HTTP upload API; validated even when no pipeline "
+                         "uses uploads")
+    ] = ServerHTTP()
+
+
+class Secrets(_Model, kw_only=True):
+    """``secrets``: ``directory`` as written (``""`` = disabled) and its resolved absolute path."""
+
+    directory: Annotated[
+        str, _doc("directory of secret files, looked up after the environment; empty: disabled", shown="path")
+    ] = ""
+    resolved_directory: Annotated[Path | None, DERIVED] = None
+
+
+class UploadToken(_Model, kw_only=True):
+    """One ``upload_tokens`` record. The value is never in the config, only its secret name."""
+
+    id: Annotated[Slug, _doc("unique across token records")]
+    token_env: Annotated[str, _doc("the secret name holding the token value")]
+    allow_pipelines: Annotated[
+        tuple[str, ...], Meta(min_length=1),
+        _doc("each entry an `http_upload` pipeline id; no duplicates"),
+    ]
 
 
 # --- destination policies ---------------------------------------------------------------------

@@ -166,9 +166,34 @@ def _key(name: str, field_type: mi.Type, default: Any, annotation: Any = None) -
     raise TypeError(f"config key {name}: no YAML form for {info!r}")
 
 
+@cache
+def _infos() -> Mapping[type, mi.StructType]:
+    """Every model of the declaration, read by ``msgspec.inspect`` in one pass."""
+    found: dict[type, mi.StructType] = {}
+
+    def collect(info: mi.Type) -> None:
+        if isinstance(info, mi.StructType):
+            if info.cls in found:
+                return
+            found[info.cls] = info
+            for field in info.fields:
+                collect(field.type)
+        elif isinstance(info, mi.Metadata):
+            collect(info.type)
+        elif isinstance(info, mi.UnionType):
+            for member in info.types:
+                collect(member)
+        elif isinstance(info, mi.VarTupleType):
+            collect(info.item_type)
+
+    for info in mi.multi_type_info([models.Config, models.SourceBackend]):
+        collect(info)
+    return MappingProxyType(found)
+
+
 def _mapping(model: type[msgspec.Struct], **common: Any) -> Key:
     """The key of a mapping that fills ``model``; an inline union field adds ``backend``."""
-    info = mi.type_info(model)
+    info = _infos().get(model) or mi.type_info(model)
     assert isinstance(info, mi.StructType)
     hints = typing.get_type_hints(model, include_extras=True)
     keys: dict[str, Key] = {}
@@ -206,13 +231,16 @@ def root() -> Key:
 def backends() -> Mapping[str, Key]:
     """Each backend's mapping by its tag, in declaration order (sources' order: local, ssh, s3,
     http_upload)."""
-    members = msgspec.inspect.type_info(models.SourceBackend)
-    assert isinstance(members, mi.UnionType)
     result: dict[str, Key] = {}
-    for member in members.types:
-        assert isinstance(member, mi.StructType) and isinstance(member.tag, str)
-        result[member.tag] = _mapping(member.cls, name=member.tag)
+    for member in _union(models.SourceBackend):
+        result[str(member.tag)] = _mapping(member.cls, name=member.tag)
     return MappingProxyType(result)
+
+
+def _union(union: Any) -> tuple[mi.StructType, ...]:
+    """The members of a backend union, in declaration order."""
+    infos = _infos()
+    return tuple(infos[member] for member in typing.get_args(union))
 
 
 @cache
@@ -222,13 +250,7 @@ def source_backends() -> tuple[str, ...]:
 
 @cache
 def destination_backends() -> tuple[str, ...]:
-    return _tags(models.StorageBackend)
-
-
-def _tags(union: Any) -> tuple[str, ...]:
-    info = msgspec.inspect.type_info(union)
-    assert isinstance(info, mi.UnionType)
-    return tuple(t.tag for t in info.types if isinstance(t, mi.StructType) and isinstance(t.tag, str))
+    return tuple(str(member.tag) for member in _union(models.StorageBackend))
 
 
 @cache
