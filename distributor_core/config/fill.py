@@ -5,7 +5,7 @@ The decoded tree holds what the file writes; :func:`fill` completes it from the 
 in Go, for validation to word), a destination's inline backend keys move under ``storage``, and
 every local path becomes absolute against the config file's directory. Like Go's zero values,
 an empty string for a key that has a default means "use the default" (an optional path or URL:
-absent); an explicit ``0`` for a number does not.
+absent; a ``keeps_empty`` text keeps it); an explicit ``0`` for a number does not.
 
 A few values follow from other keys, each in one function here: the shared staging store of an
 ``s3://`` ``server.http.staging_root``, an ``http_upload`` source's staging path, upload size and
@@ -112,7 +112,7 @@ class _Filler:
             return self.mapping(key, written)
         if key.default is REQUIRED and key.default_text is not None:  # follows from other keys
             return None if written is None or written == "" else self.scalar(key, written)
-        if written is None or (written == "" and key.default not in (REQUIRED, "")):
+        if written is None or (written == "" and key.default not in (REQUIRED, "") and not key.keeps_empty):
             written = _ZERO[key.kind]() if key.default is REQUIRED else key.default
         return self.scalar(key, written)
 

@@ -16,7 +16,9 @@ checks; nothing else lists a key. What the YAML says beyond the Python type is `
 - ``gt`` on a duration: it must be greater than zero (msgspec bounds only numbers);
 - ``kind``: ``byte size`` for an ``int`` written as a size (:data:`ByteSize`);
 - ``shown``: how docs/config.md names the type, where the Python type does not say it;
-- ``default``: the default, in words, of a key whose default depends on other keys.
+- ``default``: the default, in words, of a key whose default depends on other keys;
+- ``keeps_empty``: an empty string is a value, kept for its reader to judge (elsewhere an empty
+  string means "use the default", as Go's zero value does, and an optional path or URL is absent).
 
 These are what the rest of distributor consumes: immutable, keyword-only, rejecting unknown
 fields. :func:`~distributor_core.config.load.load_config` builds them (``msgspec.convert``) only
@@ -675,9 +677,12 @@ class DagsterAssets(_Model, kw_only=True):
     ``distributor_dagster`` reads it (and applies Dagster's rules to it); ``None`` and empty
     tuples mean "not set". ``tags`` keeps the written order."""
 
-    description: Annotated[str | None, _doc("the asset's description (replaces the generated one)")] = None
+    description: Annotated[
+        str | None, _doc("the asset's description (replaces the generated one)", keeps_empty=True)
+    ] = None
+    #: ``""`` is kept: Dagster refuses an empty group, and the refusal names the key
     group: Annotated[
-        str | None, _doc("asset group (segments of letters, digits and underscores, joined by /)")
+        str | None, _doc("asset group (segments of letters, digits and underscores, joined by /)", keeps_empty=True)
     ] = None
     owners: Annotated[tuple[str, ...], _doc("asset owners: email addresses or team:<name>")] = ()
     tags: Annotated[tuple[tuple[str, str], ...], _doc("asset tags, key: value (Dagster's tag rules)")] = ()

@@ -80,6 +80,8 @@ class Key(msgspec.Struct, frozen=True, kw_only=True):
     #: a local path (resolved against the config file's directory), ``~`` expanded or not
     path: bool = False
     expand_user: bool = False
+    #: an empty string is a value (elsewhere it means the default, or absent)
+    keeps_empty: bool = False
     #: how docs/config.md names the type, where the kind does not say it
     shown: str | None = None
 
@@ -134,6 +136,7 @@ def _key(name: str, field_type: mi.Type, default: Any, annotation: Any = None) -
         "default_text": extra.get("default"),
         "optional": optional,
         "shown": extra.get("shown"),
+        "keeps_empty": bool(extra.get("keeps_empty")),
     }
     if isinstance(info, mi.StructType):
         return _mapping(info.cls, **common)

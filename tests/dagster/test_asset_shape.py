@@ -235,3 +235,25 @@ def test_a_dagster_block_dagster_would_refuse_names_the_key(tmp_path: Path) -> N
     ran = subprocess.run([str(BIN / "distributor"), "run", "--config", str(config), "--dry-run"],
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_an_empty_group_is_refused_naming_the_key_and_an_empty_description_is_the_generated_one(
+    tmp_path: Path,
+) -> None:
+    """``""`` is a value of the free-text ``dagster`` keys (elsewhere it means the key's default)."""
+    config = write_config(tmp_path, """
+        pipelines:
+          - id: reports
+            source: {backend: local, path: source}
+            dagster: {description: ""}
+            destinations:
+              - {id: web, backend: local, path: out/web, dagster: {group: ""}}
+    """)
+    with pytest.raises(ConfigError) as raised:
+        build_definitions(config)
+    (message,) = raised.value.messages
+    assert message.startswith("pipelines[0].destinations[0].dagster.group: Empty asset group name was provided")
+    config.write_text(config.read_text().replace('group: ""', "group: web"))
+    source = build_definitions(config).resolve_all_asset_specs()
+    described = {spec.key.to_user_string(): spec.description for spec in source}
+    assert described["reports"].startswith("Source of pipeline reports:")
