@@ -309,17 +309,14 @@ def written_default(key: Key) -> Any:
 
 
 def format_short_duration(value: timedelta) -> str:
-    """``24h``, ``90m`` → ``1h30m``, ``60s`` → ``1m``: Go's syntax, the largest units, no zero
-    parts (the form a config writes; :func:`~distributor_core.config.units.format_duration` is
-    Go's ``String``)."""
-    seconds = int(value.total_seconds())
-    if seconds == 0 or value != timedelta(seconds=seconds):
-        from distributor_core.config.units import format_duration
+    """A default as the config writes it: whole hours in hours (``24h``), else whole seconds in
+    seconds (``60s``, ``120s``: the spec's and the examples' form); anything finer in Go's syntax
+    (:func:`~distributor_core.config.units.format_duration`)."""
+    seconds = value.total_seconds()
+    if seconds > 0 and seconds % 3600 == 0:
+        return f"{int(seconds) // 3600}h"
+    if seconds > 0 and seconds == int(seconds):
+        return f"{int(seconds)}s"
+    from distributor_core.config.units import format_duration
 
-        return format_duration(value)
-    parts = []
-    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts)
+    return format_duration(value)

@@ -116,7 +116,7 @@ def test_schema_names_exactly_the_decoder_keys() -> None:
 def test_schema_carries_the_declared_defaults_and_bounds() -> None:
     http = config_json_schema()["properties"]["server"]["properties"]["http"]["properties"]
     assert http["retention"]["default"] == "24h" and http["max_upload_size"]["default"] == "100MB"
-    assert http["publication_lease"]["default"] == "1m" and http["queue_size"]["minimum"] == 1
+    assert http["publication_lease"]["default"] == "60s" and http["queue_size"]["minimum"] == 1
     assert "[" not in http["max_connections_per_client"]["description"]  # Markdown links dropped
     ssh = shape.backends()["ssh"].keys["port"]
     assert (ssh.ge, ssh.le, ssh.default) == (1, 65535, models.default_of(models.SSHBackend, "port"))
