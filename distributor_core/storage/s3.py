@@ -383,29 +383,29 @@ class S3Storage(Storage):
 
     @classmethod
     def from_config(
-        cls, cfg: Any, env: SecretLookup, *, dry_run: bool = False, context: str | None = None,
+        cls, cfg: S3Backend, env: SecretLookup, *, dry_run: bool = False, context: str | None = None,
         max_attempts: int | None = None,
     ) -> S3Storage:
-        """Open the backend described by an ``s3`` source or destination config (interfaces §1.6).
+        """Open the backend described by an ``s3`` source or destination config (interfaces §1.6):
+        its fields carry the declaration's defaults.
 
-        ``cfg`` has ``bucket, prefix, region, endpoint, force_path_style, credentials``.
         Credential names resolve through ``env.lookup`` (see :func:`resolve_credentials`; a
         missing or empty value raises ``SecretError`` naming the variable, with ``context``,
         e.g. ``pipelines[0].destinations[1]``, as its prefix). Without names the boto3 default
         chain applies. ``max_attempts``: botocore's attempts per request (default 5).
         """
-        keys = resolve_credentials(getattr(cfg, "credentials", None), env, context=context)
+        keys = resolve_credentials(cfg.credentials, env, context=context)
         access_key_id, secret_access_key = keys if keys is not None else (None, None)
         return cls(
             cfg.bucket,
-            prefix=getattr(cfg, "prefix", "") or "",
-            region=getattr(cfg, "region", None) or DEFAULT_REGION,
-            endpoint_url=getattr(cfg, "endpoint", None) or None,
-            force_path_style=bool(getattr(cfg, "force_path_style", False)),
+            prefix=cfg.prefix,
+            region=cfg.region,
+            endpoint_url=cfg.endpoint,
+            force_path_style=cfg.force_path_style,
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
             dry_run=dry_run,
-            conditional_writes=getattr(cfg, "conditional_writes", None),
+            conditional_writes=cfg.conditional_writes,
             **({"max_attempts": max_attempts} if max_attempts is not None else {}),
         )
 

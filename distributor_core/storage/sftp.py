@@ -34,6 +34,7 @@ from paramiko.sftp_attr import SFTPAttributes
 from paramiko.sftp_client import SFTPClient
 
 from distributor_core import paths as lp
+from distributor_core.config.models import SSHBackend
 from distributor_core.storage import sftp_wire as wire
 from distributor_core.storage.base import Entry, EntryType, HashingVerifier, Storage, WriteRequest
 from distributor_core.storage.capabilities import Capabilities, Feature
@@ -197,23 +198,22 @@ class SFTPStorage(Storage):
         self._root_ready = False
 
     @classmethod
-    def from_config(cls, cfg: Any, env: Any = None, *, dry_run: bool = False) -> SFTPStorage:
-        """Build from an ``ssh`` source or destination config (interfaces §1.6). ``env`` is the
-        secret resolver; ssh needs no secrets today (keys are files, agents are implicit)."""
-        port = getattr(cfg, "port", None) or DEFAULT_PORT
-        policy = getattr(cfg, "host_key_policy", None) or DEFAULT_HOST_KEY_POLICY
+    def from_config(cls, cfg: SSHBackend, env: Any = None, *, dry_run: bool = False) -> SFTPStorage:
+        """Build from an ``ssh`` source or destination config (interfaces §1.6): its fields carry
+        the declaration's defaults. ``env`` is the secret resolver; ssh needs no secrets today
+        (keys are files, agents are implicit)."""
         return cls(
             host=cfg.host,
-            port=int(port),
+            port=cfg.port,
             user=cfg.user,
-            root=os.fspath(cfg.path),
-            private_key_file=getattr(cfg, "private_key_file", None) or None,
-            known_hosts_file=getattr(cfg, "known_hosts_file", None) or None,
-            host_key_policy=policy,
+            root=cfg.path,
+            private_key_file=cfg.private_key_file,
+            known_hosts_file=cfg.known_hosts_file,
+            host_key_policy=cfg.host_key_policy,
             dry_run=dry_run,
-            transport=getattr(cfg, "transport", None) or DEFAULT_TRANSPORT,
-            ssh_config_file=getattr(cfg, "ssh_config_file", None) or None,
-            ssh_options=getattr(cfg, "ssh_options", None) or (),
+            transport=cfg.transport,
+            ssh_config_file=cfg.ssh_config_file,
+            ssh_options=cfg.ssh_options,
         )
 
     def __repr__(self) -> str:

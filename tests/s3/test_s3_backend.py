@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from distributor_core.config.errors import SecretError
+from distributor_core.config.models import S3Backend, S3Credentials
 from distributor_core.storage.base import iter_chunks
 from distributor_core.storage.errors import ErrorKind, StorageError
 from distributor_core.storage.s3 import S3Storage
@@ -64,7 +64,7 @@ def prefixed(moto_server: MotoServer) -> Iterator[S3Storage]:
         storage.close()
 
 
-def s3_config(server: MotoServer, bucket: str, **fields: Any) -> SimpleNamespace:
+def s3_config(server: MotoServer, bucket: str, **fields: Any) -> S3Backend:
     values: dict[str, Any] = {
         "bucket": bucket,
         "prefix": "",
@@ -74,7 +74,7 @@ def s3_config(server: MotoServer, bucket: str, **fields: Any) -> SimpleNamespace
         "credentials": None,
     }
     values.update(fields)
-    return SimpleNamespace(**values)
+    return S3Backend(**values)
 
 
 # ---------------------------------------------------------------------------- keys
@@ -276,7 +276,7 @@ def test_explicit_credential_names_resolve_through_injected_env(
         moto_server,
         bucket,
         prefix="out",
-        credentials=SimpleNamespace(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
+        credentials=S3Credentials(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
     )
     with S3Storage.from_config(cfg, env) as storage:
         storage.write_bytes("a.txt", b"a", overwrite=False)
@@ -287,7 +287,6 @@ def test_explicit_credential_names_resolve_through_injected_env(
 def test_config_model_credentials_from_secrets_directory(moto_server: MotoServer, tmp_path: Any) -> None:
     """The real config model and resolver: names looked up in the environment, then as files in
     ``secrets.directory`` (whitespace stripped)."""
-    from distributor_core.config.models import S3Backend, S3Credentials
     from distributor_core.config.secrets import Environment
 
     bucket = moto_server.create_bucket()
@@ -311,7 +310,7 @@ def test_explicit_credential_name_unresolved_fails_naming_it(moto_server: MotoSe
     cfg = s3_config(
         moto_server,
         "any-bucket",
-        credentials=SimpleNamespace(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
+        credentials=S3Credentials(access_key_id_env="DIST_S3_KEY", secret_access_key_env="DIST_S3_SECRET"),
     )
     env = DictEnv({"DIST_S3_KEY": moto_server.access_key_id})
     with pytest.raises(SecretError) as info:
@@ -333,7 +332,7 @@ def test_omitted_credential_names_use_default_chain(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", moto_server.access_key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", moto_server.secret_access_key)
     empty_env = DictEnv({})
-    for credentials in (None, SimpleNamespace(access_key_id_env=None, secret_access_key_env=None)):
+    for credentials in (None, S3Credentials(access_key_id_env="", secret_access_key_env="")):
         with S3Storage.from_config(s3_config(moto_server, bucket, credentials=credentials), empty_env) as storage:
             storage.write_bytes("chain.txt", b"c", overwrite=True)
             assert storage.read_bytes("chain.txt") == b"c"
@@ -348,8 +347,9 @@ def test_omitted_credential_names_use_default_chain(
 def test_from_config_reads_prefix_region_and_defaults(moto_server: MotoServer) -> None:
     bucket = moto_server.create_bucket()
     env = DictEnv({"K": moto_server.access_key_id, "S": moto_server.secret_access_key})
-    creds = SimpleNamespace(access_key_id_env="K", secret_access_key_env="S")
-    cfg = s3_config(moto_server, bucket, prefix="p/q", region=None, credentials=creds)
+    creds = S3Credentials(access_key_id_env="K", secret_access_key_env="S")
+    cfg = S3Backend(bucket=bucket, prefix="p/q", endpoint=moto_server.endpoint_url, force_path_style=True,
+                    credentials=creds)  # the region and conditional_writes: the declaration's defaults
     with S3Storage.from_config(cfg, env, dry_run=True) as storage:
         assert storage.prefix == "p/q"
         assert storage.region == "us-east-1"

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -81,16 +80,8 @@ def test_from_config_reads_the_ssh_fields(sshd_server: SSHDServer, sftp_root: Pa
 
 
 def test_from_config_defaults() -> None:
-    cfg = SimpleNamespace(
-        host="sftp.example.com",
-        user="dist",
-        path="/srv/out",
-        port=None,
-        private_key_file=None,
-        known_hosts_file=None,
-        host_key_policy=None,
-    )
-    storage = SFTPStorage.from_config(cfg, None)
+    """A config that names only host, user and path connects with the declaration's defaults."""
+    storage = SFTPStorage.from_config(SSHBackend(host="sftp.example.com", user="dist", path="/srv/out"), None)
     assert (storage.port, storage.host_key_policy, storage.private_key_file) == (22, "strict", None)
     assert storage.known_hosts_file == os.path.expanduser("~/.ssh/known_hosts")
     assert storage.address == "sftp.example.com"
