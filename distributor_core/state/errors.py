@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from distributor_core.state.model import OwnerScope
+from distributor_core.state.scope import OwnerScope
 
 
 class StateError(ValueError):

@@ -16,6 +16,7 @@ import msgspec
 
 from distributor_core.bundle import Manifest
 from distributor_core.state.errors import StateError
+from distributor_core.state.scope import OwnerScope
 from distributor_core.structeq import compare_without
 from distributor_core.timefmt import to_utc
 
@@ -65,19 +66,6 @@ def _tuple(owner: msgspec.Struct, name: str) -> None:
     value = getattr(owner, name)
     if not isinstance(value, tuple):
         msgspec.structs.force_setattr(owner, name, tuple(value))
-
-
-class OwnerScope(msgspec.Struct, frozen=True, order=True):
-    """The (pipeline id, destination id) pair doing the work; rendered ``P/D``."""
-
-    pipeline_id: str
-    destination_id: str
-
-    def __str__(self) -> str:
-        return f"{self.pipeline_id}/{self.destination_id}"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"pipeline_id": self.pipeline_id, "destination_id": self.destination_id}
 
 
 class OutputRecord(msgspec.Struct, frozen=True, gc=False):
