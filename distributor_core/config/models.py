@@ -41,6 +41,7 @@ import posixpath
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import quote
 
 import msgspec
 from msgspec import Meta
@@ -240,7 +241,9 @@ class SSHBackend(_Model, kw_only=True, tag_field="backend", tag="ssh"):
         return f"ssh://{self.user}@{self.host}:{self.port}{where}"
 
     def uri(self, path: str = "") -> str:
-        return self.location(path)
+        """The same place as a URI: the user and the path percent-encoded."""
+        where = posixpath.join(self.path, path).rstrip("/") if path else self.path
+        return f"ssh://{quote(self.user, safe='')}@{self.host}:{self.port}{quote(where)}"
 
     @property
     def root_text(self) -> str:
@@ -283,7 +286,9 @@ class S3Backend(S3Connection, kw_only=True, tag_field="backend", tag="s3"):
         return "s3://" + "/".join(part.strip("/") for part in (self.bucket, self.prefix, path) if part.strip("/"))
 
     def uri(self, path: str = "") -> str:
-        return self.location(path)
+        """The same place as a URI: the object key percent-encoded."""
+        key = "/".join(part.strip("/") for part in (self.prefix, path) if part.strip("/"))
+        return f"s3://{self.bucket}/{quote(key)}" if key else f"s3://{self.bucket}"
 
     @property
     def endpoint_note(self) -> str:

@@ -121,12 +121,16 @@ def test_each_backend_names_its_root_and_its_paths() -> None:
     assert ssh.location() == ssh.uri() == ssh.root_key == "ssh://deploy@files.example.com:2222/srv/site"
     assert ssh.location("2026/x.md") == "ssh://deploy@files.example.com:2222/srv/site/2026/x.md"
     assert (ssh.root_text, ssh.local_root, ssh.endpoint_note) == ("/srv/site", None, "")
+    spaced = SSHBackend(host="h", user="a b", path="/srv/my site")
+    assert spaced.location("x y.md") == "ssh://a b@h:22/srv/my site/x y.md"  # as an operator types it
+    assert spaced.uri("x y.md") == "ssh://a%20b@h:22/srv/my%20site/x%20y.md"  # a URI (dagster/uri)
 
     s3 = S3Backend(bucket="site", prefix="reports/daily", endpoint="http://127.0.0.1:9000")
     assert s3.location() == s3.uri() == "s3://site/reports/daily"
     assert s3.location("x.md") == "s3://site/reports/daily/x.md"
     assert s3.endpoint_note == " at http://127.0.0.1:9000" and s3.root_text == "reports/daily"
     assert S3Backend(bucket="site").location() == "s3://site" and S3Backend(bucket="site").root_text == "."
+    assert S3Backend(bucket="site", prefix="a b").uri("c#d.md") == "s3://site/a%20b/c%23d.md"
 
 
 def test_a_shared_upload_source_is_named_by_its_store() -> None:
