@@ -51,6 +51,11 @@ from distributor_core.config.errors import ConfigLookupError
 
 #: ids of pipelines, destinations and upload tokens (interfaces §0.2), over the whole string
 SLUG_PATTERN = r"[a-zA-Z0-9][a-zA-Z0-9._-]*"
+#: an ssh host (issue 35): a host name, an IPv4 address, an IPv6 address (``::1``,
+#: ``fe80::1%eth0``) or a ``Host`` alias; never a leading ``-``, which ``ssh`` would read as an option
+SSH_HOST_PATTERN = r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]*|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9._-]+)?)$"
+#: an ssh login name (``svc-reports``, ``user@example.com`` for a directory account)
+SSH_USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._@-]*$"
 KB, MB, GB = 1024, 1024**2, 1024**3
 
 #: a duration (Go syntax in the YAML, ``24h``)
@@ -186,9 +191,16 @@ class SSHBackend(_Model, kw_only=True, tag_field="backend", tag="ssh"):
     backend: ClassVar[Literal["ssh"]] = "ssh"
     object_keys: ClassVar[bool] = False
     endpoint_note: ClassVar[str] = ""
-    host: Annotated[str, _doc("SFTP server host name or address")]
+    host: Annotated[
+        str, Meta(pattern=SSH_HOST_PATTERN, max_length=255),
+        _doc("the SFTP server: a host name, an IP address or a `Host` alias of `ssh_config_file`: letters, digits, "
+             "`.`, `-`, `_`, `:` (IPv6), not starting with `-`, at most 255 bytes"),
+    ]
     port: Annotated[int, Meta(ge=1, le=65535), _doc("SFTP server port")] = 22
-    user: Annotated[str, _doc("login user")]
+    user: Annotated[
+        str, Meta(pattern=SSH_USER_PATTERN, max_length=255),
+        _doc("a login name: letters, digits, `.`, `-`, `_`, `@`, not starting with `-` or `.`, at most 255 bytes"),
+    ]
     path: Annotated[str, _doc("absolute remote directory, the backend root")]
     private_key_file: Annotated[
         Path | None, EXPAND_USER, _doc("omitted: the SSH agent and the default keys")
@@ -219,10 +231,11 @@ class SSHBackend(_Model, kw_only=True, tag_field="backend", tag="ssh"):
     #: extra ``-o Option=value`` pairs for ``transport: openssh``, in file order
     ssh_options: Annotated[
         tuple[tuple[str, str], ...],
-        _doc("`transport: openssh` only: extra `ssh -o Option=value` options (e.g. `Ciphers`, `ConnectTimeout`, "
-             "`ControlMaster`); options that would weaken host-key checking (`StrictHostKeyChecking`, "
-             "`UserKnownHostsFile`, ...), let `ssh` prompt (`BatchMode`), open forwardings or change the session "
-             "are refused, naming the option"),
+        _doc("`transport: openssh` only: extra `ssh -o Option=value` options from an allow-list, each value checked "
+             "([the list](integrations/ssh-sftp.md#ssh_options)): algorithms (`Ciphers`, `MACs`, `KexAlgorithms`, "
+             "`HostKeyAlgorithms`, ...) by names that are not weak, `ConnectTimeout`, `ServerAliveInterval`, "
+             "`ServerAliveCountMax` as bounded numbers, `ControlMaster`, `ControlPath`, `ProxyJump` and a few more; "
+             "anything else is refused, naming the option (put it in `ssh_config_file`)"),
     ] = ()
 
     @property

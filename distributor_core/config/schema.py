@@ -96,6 +96,8 @@ def _field(spec: Key) -> dict[str, Any]:
             result["enum"] = list(spec.choices)
         if spec.pattern:
             result["pattern"] = spec.pattern
+        if spec.max_length is not None:
+            result["maxLength"] = spec.max_length
     elif kind is Kind.BOOLEAN:
         result = {"$ref": "#/$defs/boolean"}
     elif kind is Kind.INTEGER:

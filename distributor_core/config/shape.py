@@ -67,6 +67,7 @@ class Key(msgspec.Struct, frozen=True, kw_only=True):
     required: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     pattern: str | None = None
+    max_length: int | None = None
     gt: int | None = None
     ge: int | None = None
     le: int | None = None
@@ -163,7 +164,7 @@ def _key(name: str, field_type: mi.Type, default: Any, annotation: Any = None) -
     if isinstance(info, mi.LiteralType):
         return Key(kind=Kind.STRING, choices=_literal_values(annotation) or tuple(info.values), **common)
     if isinstance(info, mi.StrType):
-        return Key(kind=Kind.STRING, pattern=info.pattern, **common)
+        return Key(kind=Kind.STRING, pattern=info.pattern, max_length=info.max_length, **common)
     if isinstance(info, mi.CustomType) and issubclass(info.cls, Path):
         return Key(kind=Kind.STRING, path=True, expand_user=bool(extra.get("expand_user")), **common)
     raise TypeError(f"config key {name}: no YAML form for {info!r}")

@@ -10,7 +10,8 @@ the field that sets the same thing safely (:data:`REFUSED_OPTIONS`). Anything el
 ``ssh_config_file``, whose host-key, algorithm and timeout settings the generated safety block
 pins (:mod:`distributor_core.storage.sftp_openssh`).
 
-Host and user names are checked as names (:func:`host_problem`, :func:`user_problem`): no shell
+Host and user names are checked as names (:func:`host_problem`, :func:`user_problem`, by the
+pattern and length ``SSHBackend.host`` and ``user`` declare in :mod:`.models`): no shell
 metacharacters, no leading ``-`` (which ``ssh`` would read as an option), no whitespace or line
 breaks, whichever transport carries them. The storage transport checks the same rules again, so a
 storage object built without a config file is held to them too. Pure: no I/O.
@@ -22,6 +23,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from types import MappingProxyType
+
+from distributor_core.config.models import SSHBackend
+from distributor_core.config.shape import field
 
 _HOST_KEYS = "host keys are checked strictly against known_hosts_file (host_key_policy decides about unknown keys)"
 _FORWARDING = "distributor opens no forwardings over its SFTP connections"
@@ -91,22 +95,29 @@ WEAK: Mapping[str, tuple[str, ...]] = MappingProxyType(
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*", re.ASCII)
 _ALGORITHM = re.compile(r"[A-Za-z0-9@._+-]+", re.ASCII)
 _WORD = re.compile(r"[A-Za-z0-9@%._:/+=,~-]+", re.ASCII)
-#: a host name, an IPv4 address, an IPv6 address (``::1``, ``fe80::1%eth0``) or a ``Host`` alias
-_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9._-]+)?", re.ASCII)
-#: a login name (``svc-reports``, ``user@example.com`` for a directory account)
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]*", re.ASCII)
 HOST_RULE = "a host name, an IP address or a Host alias of ssh_config_file (letters, digits, '.', '-', '_', ':')"
 USER_RULE = "a login name (letters, digits, '.', '-', '_', '@'; not starting with '-' or '.')"
 
 
+def _declared(name: str) -> Callable[[str], bool]:
+    """Whether a value fits the pattern and length ``SSHBackend.<name>`` declares (:mod:`.models`)."""
+    key = field(SSHBackend, name)
+    assert key.pattern is not None and key.max_length is not None
+    pattern, longest = re.compile(key.pattern, re.ASCII), key.max_length
+    return lambda value: pattern.fullmatch(value) is not None and len(value) <= longest
+
+
+_HOST, _USER = _declared("host"), _declared("user")
+
+
 def host_problem(value: str) -> str | None:
     """Why ``value`` cannot be an ssh ``host`` (``must be ...``), or ``None``."""
-    return None if _HOST.fullmatch(value) and len(value) <= 255 else f"must be {HOST_RULE}"
+    return None if _HOST(value) else f"must be {HOST_RULE}"
 
 
 def user_problem(value: str) -> str | None:
     """Why ``value`` cannot be an ssh ``user``, or ``None``."""
-    return None if _USER.fullmatch(value) and len(value) <= 255 else f"must be {USER_RULE}"
+    return None if _USER(value) else f"must be {USER_RULE}"
 
 
 def _algorithms(option: str) -> Callable[[str], str | None]:
