@@ -53,6 +53,7 @@ def test_examples_exist() -> None:
         one_pipeline(),
         upload_pipeline("staging_path: s, max_upload_size: 32MB"),
         one_pipeline(source="{backend: ssh, host: h, user: u, path: /p, port: 2222, host_key_policy: accept_new}"),
+        one_pipeline(source="{backend: ssh, host: 'fe80::1%eth0', user: svc@example.com, path: /p}"),
         one_pipeline(destination="{id: a, backend: s3, bucket: b, prefix: p, endpoint: 'http://h:9000', "
                                  "force_path_style: true, "
                                  "credentials: {access_key_id_env: A, secret_access_key_env: B}}"),
@@ -85,6 +86,8 @@ def test_valid_configs_pass_the_schema(text: str) -> None:
         with_destination("retention: {prune: {enabled: yEs, keep_latest: 1}}"),
         with_destination("publish: {source: 'true'}"),
         "upload_tokens: [{id: t, token: x, token_env: T, allow_pipelines: [reports]}]\n" + one_pipeline(),
+        one_pipeline(source="{backend: ssh, host: '-oProxyCommand=x', user: u, path: /p}"),  # the declared pattern
+        one_pipeline(source="{backend: ssh, host: h, user: '.u', path: /p}"),
     ],
 )
 def test_invalid_configs_fail_the_schema_and_the_loader(text: str) -> None:
