@@ -30,6 +30,7 @@ def root_help(commands: tuple[Command, ...]) -> str:
         "Usage:",
         "  distributor <command> [flags]",
         "  distributor help [<command>]",
+        "  distributor --version",
         "",
         "Commands:",
         *_columns([(c.name, c.summary) for c in commands]),

@@ -53,7 +53,13 @@ def _resolve(argv: list[str]) -> tuple[Command, str, list[str]]:
     return command, full_name, rest
 
 
+#: ``distributor --version`` (one or two dashes, as every flag) is ``distributor version``.
+VERSION_ARGS = ("--version", "-version")
+
+
 def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
+    if argv and argv[0] in VERSION_ARGS:
+        argv = ["version", *argv[1:]]
     if not argv or argv[0] in HELP_ARGS or (argv[0] == "help" and len(argv) == 1):
         stdout.write(helptext.root_help(registry.all_commands()))
         return EXIT_OK

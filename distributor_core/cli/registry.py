@@ -30,6 +30,8 @@ HELP_ORDER = (
     "inspect",
     "manifest",
     "config",
+    "explain",
+    "completion",
 )
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from distributor_core.app.run import RunEvent, RunOptions, RunSelectionError, SetupError, run_config
+from distributor_core.cli.configfile import DEFAULT_CONFIG, load
 from distributor_core.cli.errors import CommandError, UsageError
 from distributor_core.cli.output import Progress
 from distributor_core.cli.spec import Command, Flag, Invocation
-from distributor_core.config import ConfigError, load_config
 from distributor_core.config.errors import ConfigLookupError
-
-DEFAULT_CONFIG = "distributor.yml"
 
 
 class _ProgressView:
@@ -54,11 +52,7 @@ class _ProgressView:
 
 def run(inv: Invocation) -> int:
     args = inv.args
-    config_path = args.config or DEFAULT_CONFIG
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+    config = load(args.config)
     options = RunOptions(
         dry_run=bool(args.dry_run),
         force=bool(args.force),
