@@ -29,7 +29,7 @@ install-test: $(VENV)/.installed-test
 demo: install
 	bash scripts/demo.sh
 
-## peers: install the test peers the suite starts itself (OpenSSH server, PostgreSQL and nginx from Debian)
+## peers: install the test peers the suite starts itself (OpenSSH server, PostgreSQL, nginx, faketime, chromium, zsh from Debian)
 peers:
 	bash scripts/install-test-peers.sh
 

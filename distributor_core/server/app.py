@@ -1,7 +1,8 @@
 """The FastAPI app of ``distributor serve`` (interfaces §3, resolutions D1–D3).
 
 Routes: ``GET /healthz``, ``POST /v1/pipelines/{pipeline_id}/upload``, ``GET /runs/{run_id}``,
-plus ``/openapi.json`` and ``/docs`` without authentication. Every other method or path answers
+plus ``/openapi.json`` and ``/docs`` (Swagger UI from packaged assets, ``server/apidocs.py``) without
+authentication. Every other method or path answers
 404 ``{"error":"not found"}`` (never 405, never FastAPI's ``{"detail": ...}``); ``/redoc``, the
 OAuth redirect route and trailing-slash redirects are disabled.
 
@@ -40,6 +41,7 @@ from distributor_core.config import Config, Environment, UploadGrant, UploadToke
 from distributor_core.config import resolve_upload_tokens as _resolve_tokens
 from distributor_core.jsonfmt import dumps_compact
 from distributor_core.server import errors, openapi
+from distributor_core.server.apidocs import install_docs
 from distributor_core.server.archive import StagingError, TooLargeError
 from distributor_core.server.publisher import InlinePublisher, PublishFunction, publish_staged_upload
 from distributor_core.server.runstatus import RunStatusSource, load_run_status_source
@@ -262,7 +264,7 @@ def create_app(
         title="distributor upload API",
         version=__version__,
         description="Upload source bundles to http_upload pipelines of `distributor serve` and follow their runs.",
-        docs_url="/docs",
+        docs_url=None,  # apidocs.install_docs: Swagger UI from packaged assets, no CDN
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
         openapi_url="/openapi.json",
@@ -277,6 +279,7 @@ def create_app(
     staging = anyio.CapacityLimiter(STAGING_THREADS)
     _install_error_handlers(app)
     _install_openapi(app)
+    install_docs(app, title=f"{app.title} - Swagger UI")
 
     @app.get("/healthz", responses=openapi.HEALTH_RESPONSES, response_class=JSONBody, summary="Liveness")
     def healthz() -> JSONBody:
