@@ -137,7 +137,7 @@ def transcript(text: str) -> list[Command]:
         if line.startswith("$ "):
             command = line[2:]
             while command.endswith("\\") and index < len(lines):
-                command = command[:-1] + "\n" + lines[index]
+                command = command + "\n" + lines[index]
                 index += 1
             raw.append((command, []))
         elif raw and line.strip():

@@ -9,6 +9,9 @@ runs the demo itself): the example's publication (``distributor run --config
 examples/local-publish.yml``) and ``.dagster_home`` with telemetry off. Pages run in the order the
 README lists them (README first), blocks in page order, in one clone: a page may rely on what an
 earlier block did, as a reader following it would. ``HOME`` is the clone's own.
+
+``DOCS_SNIPPETS=docs/cli.md,docs/operations.md`` runs only those pages (after README.md, which
+publishes the example the others use), to try a page while editing it.
 """
 
 from __future__ import annotations
@@ -137,20 +140,31 @@ def check_shell(snippet: Snippet, text: str, root: Path, env: dict[str, str]) ->
 
 
 def check_console(snippet: Snippet, text: str, root: Path, env: dict[str, str]) -> list[str]:
+    """The transcript's commands in one bash session (variables carry over, as in a terminal),
+    each one's output and exit status kept apart."""
+    commands = transcript(text)
+    script = [PRELUDE.replace("set -eo pipefail", ""), "__d=$(mktemp -d)"]
+    for index, command in enumerate(commands):
+        script.append(f'{{ {command.text}\n}} >"$__d/out.{index}" 2>"$__d/err.{index}"; echo $? >"$__d/rc.{index}"')
+    script.append('echo "$__d"')
+    result = run_bash("\n".join(script) + "\n", root, env)
+    outputs = Path(result.stdout.strip().splitlines()[-1])
     failures = []
-    for command in transcript(text):
-        result = run_bash(PRELUDE.replace("set -eo pipefail", "") + command.text, root, env)
+    for index, command in enumerate(commands):
+        rc = (outputs / f"rc.{index}").read_text().strip()
+        stdout, stderr = (outputs / f"out.{index}").read_text(), (outputs / f"err.{index}").read_text()
         wrong = []
-        if result.returncode != command.exit_code:
-            wrong.append(f"exit {result.returncode}, the transcript shows {command.exit_code}")
-        first = (result.stdout.splitlines() or [""])[0]
+        if rc != str(command.exit_code):
+            wrong.append(f"exit {rc}, the transcript shows {command.exit_code}")
+        first = (stdout.splitlines() or [""])[0]
         if command.label and not first.startswith(f"{command.label}: "):
             wrong.append(f"first line {first!r}, the transcript shows {command.label}: ...")
-        if "Traceback" in result.stderr:
+        if "Traceback" in stderr:
             wrong.append("a traceback")
         if wrong:
             failures.append(f"{snippet.where}: $ {command.text}\n  " + "; ".join(wrong)
-                            + f"\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+                            + f"\n{stdout[-2000:]}{stderr[-2000:]}")
+    shutil.rmtree(outputs, ignore_errors=True)
     return failures
 
 
@@ -192,6 +206,9 @@ def test_every_snippet_runs_as_printed(tmp_path: Path, sshd_server) -> None:
     table = placeholders()
     values = {"sshd_port": str(sshd_server.port)}
     found = [s for s in all_snippets() if not s.not_run]
+    only = [page for page in os.environ.get("DOCS_SNIPPETS", "").split(",") if page]
+    if only:
+        found = [s for s in found if s.page in ("README.md", *only)]
     failures: list[str] = []
     for page in page_order(found):
         python: list[tuple[Snippet, str]] = []
