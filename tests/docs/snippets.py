@@ -87,8 +87,8 @@ def all_snippets() -> list[Snippet]:
 
 
 def placeholders(readme: Path = REPO / "README.md") -> dict[str, str]:
-    """README's placeholder table: what the docs write → its stand-in in a clone (first and last
-    column, both in backticks)."""
+    """README's placeholder table: what the docs write → its stand-in in a clone (the first
+    column, and the first text in backticks of the last)."""
     text = readme.read_text(encoding="utf-8")
     table = text.split("<!-- placeholders -->", 1)[1].split("<!-- /placeholders -->", 1)[0]
     found: dict[str, str] = {}
@@ -96,7 +96,9 @@ def placeholders(readme: Path = REPO / "README.md") -> dict[str, str]:
         cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
         if len(cells) < 3 or not cells[0].startswith("`") or set(cells[0]) <= {"-", " "}:
             continue
-        found[cells[0].strip("`")] = cells[-1].strip("`")
+        stand_in = re.search(r"`([^`]+)`", cells[-1])
+        assert stand_in is not None, f"README placeholder row without a stand-in: {row}"
+        found[cells[0].strip("`")] = stand_in.group(1)
     assert found, "README.md has no placeholder table"
     return found
 

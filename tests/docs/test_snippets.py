@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,10 +39,20 @@ BLOCK_TIMEOUT = 300
 
 PRELUDE = r"""
 set -eo pipefail
-__serve() {  # __serve <ready text> <log>: wait until the command started last serves
-    local pid=$! deadline=$((SECONDS + 180))
+__srv=""
+__stop() {  # stop the server started last (its whole session), as Ctrl-C in its terminal would
+    [ -n "$__srv" ] || return 0
+    kill -TERM -- "-$__srv" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 -- "-$__srv" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$__srv" 2>/dev/null || true
+    __srv=""
+}
+trap __stop EXIT
+__serve() {  # __serve <ready text> <log>: wait until the server started last serves
+    local deadline=$((SECONDS + 180))
+    __srv=$!
     until grep -qF -- "$1" "$2"; do
-        if ! kill -0 "$pid" 2>/dev/null || (( SECONDS > deadline )); then
+        if ! kill -0 "$__srv" 2>/dev/null || (( SECONDS > deadline )); then
             echo "snippet server did not start:" >&2; cat "$2" >&2; return 1
         fi
         sleep 0.2
@@ -89,9 +100,11 @@ def shell_script(text: str) -> str:
         if server is None:
             lines.append(line)
             continue
+        # one server at a time, in a session of its own (stopped with all its children)
         log = f"$__dir/server-{index}.log"
-        command = line.split("#", 1)[0].rstrip().rstrip("&")
-        lines.append(f'__dir=${{__dir:-$(mktemp -d)}}; {{ {command} ; }} >"{log}" 2>&1 &')
+        assignments, command = re.match(r"^\s*((?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*)(.*)$",
+                                        line.split("#", 1)[0].rstrip().rstrip("&")).groups()
+        lines.append(f'__stop; __dir=${{__dir:-$(mktemp -d)}}; {assignments}setsid {command} >"{log}" 2>&1 &')
         lines.append(f"__serve {json.dumps(server)} \"{log}\"")
     return "\n".join(lines) + "\n"
 
