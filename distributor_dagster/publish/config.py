@@ -136,7 +136,8 @@ def moved_message(graph: str, prefix: str, values: Mapping[str, Any]) -> str:
     shown = ", ".join(f"{key}: {_yaml(value)}" for key, value in values.items()) if isinstance(values, Mapping) else ""
     example = "{" + (shown or "dry_run: true") + "}"
     return (
-        f"the run config ops.{graph}.config is no longer read (issue 37): a publish run takes its settings once, for "
+        f"the run config ops.{graph}.config is no longer read (the shape of earlier releases): a publish run "
+        "takes its settings once, for "
         f"every step of every graph, as resources.{resource_key(prefix)}.config; write "
         f"{{resources: {{{resource_key(prefix)}: {{config: {example}}}}}}} instead"
     )

@@ -272,7 +272,8 @@ def test_the_run_config_of_before_issue_37_is_refused_naming_the_new_shape(site:
     done = site.cli(str(BIN / "dagster"), "job", "execute", "-m", "distributor_dagster.definitions",
                     "-j", "publish_mixed", "-c", str(old))
     assert done.returncode != 0
-    assert ("the run config ops.mixed.config is no longer read (issue 37): a publish run takes its settings once, "
+    assert ("the run config ops.mixed.config is no longer read (the shape of earlier releases): a publish run "
+            "takes its settings once, "
             "for every step of every graph, as resources.publish.config; write "
             "{resources: {publish: {config: {dry_run: true}}}} instead") in done.stdout + done.stderr
     assert site.files() == before

@@ -314,7 +314,8 @@ def test_7_the_launchpad_shows_the_run_settings_once_and_a_dry_run_launched_ther
         "selector": job, "mode": "default", "runConfigData": old}}})
     refused = response.json()["data"]["launchPipelineExecution"]
     assert refused["__typename"] == "PythonError"
-    assert ("the run config ops.reports_daily__newest.config is no longer read (issue 37): a publish run takes its "
+    assert ("the run config ops.reports_daily__newest.config is no longer read (the shape of earlier releases): "
+            "a publish run takes its "
             "settings once, for every step of every graph, as resources.publish.config; write "
             "{resources: {publish: {config: {dry_run: true}}}} instead") in refused["message"]
     assert len(site.server.graphql(RUNS)["runsOrError"]["results"]) == runs
