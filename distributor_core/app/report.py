@@ -158,6 +158,11 @@ class RunReport(msgspec.Struct):
             if entry.refusal is not None:
                 lines.append(record_line("Refusal", {"pipeline": entry.pipeline_id, "destination": entry.destination_id,
                                                      **entry.refusal.fields()}))
+            # what a forced replacement removes (or, in a dry run, would remove): the JSON ``deletes``
+            for path in entry.deletes:
+                lines.append(record_line("Delete", {"pipeline": entry.pipeline_id, "destination": entry.destination_id,
+                                                    "destination_path": lp.display_path(entry.destination_path),
+                                                    "path": path}))
         for entry in self.actions:
             if entry.recovery is not None:
                 lines.append(f"Recovery: pipeline={entry.pipeline_id} destination={entry.destination_id} "

@@ -15,7 +15,8 @@ from distributor_core.cli.output import Progress, envelope, format_value, record
 from tests.cli.conftest import Runner
 
 EXPECTED_COMMANDS = [
-    "version", "run", "reconcile-state", "audit", "prune", "serve", "validate", "inspect", "manifest", "config"
+    "version", "run", "reconcile-state", "audit", "prune", "serve", "validate", "inspect", "manifest", "config",
+    "explain", "completion",
 ]
 
 
@@ -129,7 +130,7 @@ def test_version_json_envelope(cli: Runner, argv: list[str]) -> None:
         ),
         (["manifest"], "distributor: manifest requires a subcommand: create\n"),
         (["manifest", "build"], 'distributor: manifest: unknown subcommand "build" (want create)\n'),
-        (["config"], "distributor: config requires a subcommand: schema\n"),
+        (["config"], "distributor: config requires a subcommand: schema, check\n"),
         (["config", "schema", "extra"], "distributor: config schema does not accept positional arguments\n"),
         (
             ["config", "schema", "--format", "json"],

@@ -7,6 +7,7 @@ from distributor_core.cli.configfile import DEFAULT_CONFIG, load
 from distributor_core.cli.errors import CommandError, UsageError
 from distributor_core.cli.output import Progress
 from distributor_core.cli.spec import Command, Flag, Invocation
+from distributor_core.config import Config
 from distributor_core.config.errors import ConfigLookupError
 
 
@@ -50,6 +51,25 @@ class _ProgressView:
             self._bar = None
 
 
+def _require_pipelines_to_run(config: Config, options: RunOptions, path: str) -> None:
+    """A run whose selected pipelines all receive their bundles over HTTP has nothing to publish:
+    say so, and what does publish them, instead of a silent ``pipelines=0`` (exit 1, so a timer or
+    script pointed at the upload server's config notices)."""
+    from distributor_core.app.run import selected_pipelines
+
+    try:
+        pipelines = selected_pipelines(config, options)
+    except ConfigLookupError as exc:
+        raise CommandError(str(exc)) from None
+    if pipelines and all(p.is_upload for p in pipelines):
+        names = ", ".join(p.id for p in pipelines)
+        which = f"pipeline {names} is" if len(pipelines) == 1 else f"pipelines {names} are"
+        raise CommandError(
+            f"nothing to run: {which} http_upload (producers push their bundles over HTTP); "
+            f"`distributor serve --config {path}` accepts and publishes them"
+        )
+
+
 def run(inv: Invocation) -> int:
     args = inv.args
     config = load(args.config)
@@ -60,6 +80,7 @@ def run(inv: Invocation) -> int:
         pipeline_id=args.pipeline or None,
         destination_id=args.destination or None,
     )
+    _require_pipelines_to_run(config, options, args.config or DEFAULT_CONFIG)
     view = _ProgressView(inv)
     options.events = view if view.enabled else None
     try:
