@@ -14,6 +14,7 @@ from pathlib import Path
 from distributor_core.app.refusal import FAILURE_CLASSES
 from tests.cli.conftest import REPO
 from tests.cli.conftest import run_script as run
+from tests.docs.test_snippets import clone
 
 
 def test_explain_prints_the_entry_of_every_failure_class() -> None:
@@ -44,8 +45,9 @@ def test_explain_lists_classes_and_refuses_unknown_ones() -> None:
 
 def test_an_installed_wheel_explains_without_the_repository(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    source = clone(tmp_path / "clone", venv=False)  # the build writes build/ next to its sources
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "--wheel-dir", str(wheels), str(source)], check=True, capture_output=True, timeout=300)
     (wheel,) = wheels.glob("distributor-*.whl")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:

@@ -61,7 +61,9 @@ __serve() {  # __serve <ready text> <log>: wait until the server started last se
 """
 
 
-def clone(target: Path) -> Path:
+def clone(target: Path, *, venv: bool = True) -> Path:
+    """The repository's files as a fresh clone has them (tracked and new, uncommitted edits
+    included), with this environment's ``.venv`` linked in when ``venv``."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                             capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -73,7 +75,8 @@ def clone(target: Path) -> Path:
             copy.symlink_to(os.readlink(source))
         else:
             shutil.copy2(source, copy)
-    (target / ".venv").symlink_to(VENV_BIN.parent)
+    if venv:
+        (target / ".venv").symlink_to(VENV_BIN.parent)
     return target
 
 
