@@ -35,6 +35,7 @@ EXPECTED_FILES = [
     "local-index.yml",
     "local-publish.yml",
     "merge-reconciliation.yml",
+    "reports.yml",
     "s3-destination.yml",
     "shared-root.yml",
     "ssh-bastion.yml",
@@ -64,8 +65,8 @@ def test_every_example_loads_and_writes_only_under_demo_output(
     config = load(name, monkeypatch, tmp_path)
     assert config.base_dir == EXAMPLES
     for pipeline in config.pipelines:
-        if isinstance(pipeline.source, LocalBackend):
-            assert pipeline.source.resolved_path == SOURCE_BUNDLE
+        if isinstance(pipeline.source, LocalBackend):  # the example bundle, or the docs' spool
+            assert pipeline.source.resolved_path in (SOURCE_BUNDLE, EXAMPLES / "spool" / "reports")
         for destination in pipeline.destinations:
             if isinstance(destination.storage, LocalBackend):
                 assert destination.storage.resolved_path.is_relative_to(DEMO), destination.id
@@ -85,6 +86,19 @@ def test_local_publish(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     prune = archive.retention.prune  # a bundle path per bundle: the example keeps whole bundles
     assert (prune.enabled, prune.older_than, prune.keep_latest) == (True, None, None)
     assert prune.bundles is not None and (prune.bundles.keep_latest, prune.bundles.older_than) == (30, None)
+
+
+def test_reports_the_config_the_docs_call_distributor_yml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pipeline = load("reports.yml", monkeypatch, tmp_path).pipeline("reports")
+    assert local(pipeline.source).resolved_path == EXAMPLES / "spool" / "reports"
+    archive, latest, site = pipeline.destinations
+    assert [d.id for d in pipeline.destinations] == ["archive", "latest", "site"]
+    assert archive.path_mapping.mode == "preserve_relative"
+    assert archive.retention.prune.bundles is not None and archive.retention.prune.bundles.keep_latest == 2
+    assert latest.path_mapping.mode == "fixed" and site.path_mapping.mode == "fixed"
+    assert site.markdown_mode == "index" and not site.publish.source
+    bundles = sorted(p.parent.name for p in (EXAMPLES / "spool" / "reports").rglob("manifest.json"))
+    assert bundles == ["2026-06-07", "2026-06-08"]
 
 
 def test_local_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

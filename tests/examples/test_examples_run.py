@@ -31,6 +31,7 @@ LOCAL_EXAMPLES = {
     "shared-root.yml": 2,
     "takeover-latest.yml": 2,
     "local-index.yml": 1,
+    "reports.yml": 4,  # archive: both bundles; latest and site: the newest
 }
 
 
