@@ -168,9 +168,9 @@ def publish_op(
                                validated)
         if with_result and RESULT_OUTPUT in selected:
             yield dg.Output(result, RESULT_OUTPUT)
-        problems = yield from evaluate_checks(
+        problems = yield from explained_checks(context, check_outputs, evaluate_checks(
             context, site, pipeline, destination, names, check_outputs, validated, result if publishing else None
-        )
+        ))
         failed = [entry for _, entry in result.entries if entry.failed]
         failures = [f"{item.label}: {entry.failure_text()}" for item, entry in result.entries if entry.failed]
         if result.error:
@@ -183,6 +183,38 @@ def publish_op(
             )
 
     return publish
+
+
+def explained_checks(context, check_outputs: dict[str, str], events):  # type: ignore[no-untyped-def]
+    """Yield the check events of :func:`evaluate_checks` and return its result; then, for the
+    selected checks that were not step outputs (a run of several bundles records them per bundle
+    as evaluations; a run that published nothing here has nothing to check), say so first:
+    Dagster follows with ``op '...' did not yield or return expected outputs {...}``, an INFO line
+    that reads like a failure and only means that."""
+    as_outputs: set[str] = set()
+    evaluations = 0
+    iterator = iter(events)
+    while True:
+        try:
+            event = next(iterator)
+        except StopIteration as stop:
+            problems = stop.value
+            break
+        if isinstance(event, dg.AssetCheckResult):
+            as_outputs.add(event.check_name or "")
+        else:
+            evaluations += 1
+        yield event
+    selected = context.selected_output_names
+    others = sorted(name for name, output in check_outputs.items() if output in selected and name not in as_outputs)
+    if others:
+        how = (f"recorded as check evaluations, per bundle ({evaluations} in all; the asset's Checks tab)"
+               if evaluations else "not evaluated: nothing of this run is published at this destination to check")
+        context.log.info(
+            f"checks {', '.join(others)}: {how}; Dagster's next line, 'did not yield or return expected outputs', "
+            "says only that they were not step outputs, not that a check failed"
+        )
+    return problems
 
 
 def evaluate_checks(  # type: ignore[no-untyped-def]
