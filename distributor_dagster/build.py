@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from distributor_core.app.refusal import name_config
 from distributor_core.config import load_config
 from distributor_core.gcpause import gc_paused
 from distributor_core.timefmt import Clock
@@ -38,6 +39,7 @@ def build_site(
     *, clock: Clock | None = None, environ: Mapping[str, str] | None = None,
 ) -> Site:
     config = load_config(config_path)
+    name_config(config_path)  # remedies in failure metadata name this config, to be run as printed
     check_settings(config.pipelines)
     translator = translator if translator is not None else DistributorTranslator()
     specs = tuple(pipeline_specs(translator, pipeline, options) for pipeline in config.pipelines)

@@ -18,7 +18,9 @@ own (:func:`root_location`).
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -35,9 +37,12 @@ SHOWN_PATHS = 5
 #: Bound of the walk that lists unmanaged files for a refusal (the count says ``at least``).
 UNMANAGED_LISTING_LIMIT = 10_000
 #: Where the troubleshooting page lives; set it to a hosted copy's address (the entry's anchor is
-#: appended after ``#``) so links in reports and Dagster open in a browser.
+#: appended after ``#``) so links in reports and Dagster open in a browser. Unset, a link names
+#: the page installed with distributor (``file://``, :func:`packaged_page`), which
+#: ``distributor explain <class>`` prints.
 DOCS_URL_ENV = "DISTRIBUTOR_TROUBLESHOOTING_URL"
-DEFAULT_DOCS_URL = "docs/troubleshooting.md"
+#: the troubleshooting page, as the package ships it (``distributor_core/docs``, the repository's ``docs/``)
+PACKAGED_PAGE = ("docs", "troubleshooting.md")
 
 # failure classes (each is the anchor of a docs/troubleshooting.md entry, ``_`` as ``-``)
 UNMANAGED_CONTENT = "unmanaged_content"
@@ -58,11 +63,39 @@ FAILURE_CLASSES = (
 )
 
 
+def packaged_page() -> Path:
+    """The troubleshooting page installed with distributor (a file every installation has)."""
+    from importlib import resources
+
+    return Path(str(resources.files("distributor_core").joinpath(*PACKAGED_PAGE)))
+
+
+def hosted_docs() -> str:
+    """``DISTRIBUTOR_TROUBLESHOOTING_URL`` without an anchor ("" when unset)."""
+    return os.environ.get(DOCS_URL_ENV, "").strip().split("#", 1)[0]
+
+
 def docs_url(anchor: str) -> str:
-    """The troubleshooting entry ``anchor``: ``docs/troubleshooting.md#<anchor>`` unless
-    ``DISTRIBUTOR_TROUBLESHOOTING_URL`` names where the page is served."""
-    base = os.environ.get(DOCS_URL_ENV, "").strip() or DEFAULT_DOCS_URL
-    return f"{base.split('#', 1)[0]}#{anchor}"
+    """The troubleshooting entry ``anchor``: on the page ``DISTRIBUTOR_TROUBLESHOOTING_URL`` names,
+    else on the page installed with distributor (a ``file://`` URL)."""
+    return f"{hosted_docs() or packaged_page().as_uri()}#{anchor}"
+
+
+def explain_command(failure: str) -> str:
+    """The command that prints the troubleshooting entry of ``failure``."""
+    return f"distributor explain {failure}"
+
+
+#: How remedies name the config file: ``--config FILE`` until the shell that loaded a config says
+#: which one (:func:`name_config`: the CLI for its ``--config``, the Dagster code location for
+#: ``DISTRIBUTOR_CONFIG``); a process serves one config, so a remedy can be copied and run as it is.
+_config_argument = "--config FILE"
+
+
+def name_config(path: str | os.PathLike[str]) -> None:
+    """Remedies built from now on name ``path`` (absolute, shell-quoted) as their ``--config``."""
+    global _config_argument
+    _config_argument = f"--config {shlex.quote(os.path.abspath(os.fspath(path)))}"
 
 
 class Refusal(msgspec.Struct, frozen=True):
@@ -88,6 +121,11 @@ class Refusal(msgspec.Struct, frozen=True):
     def docs_url(self) -> str:
         return docs_url(self.anchor)
 
+    @property
+    def explain(self) -> str:
+        """``distributor explain <class>``: the command that prints this class's entry."""
+        return explain_command(self.failure)
+
     def paths_text(self) -> str:
         """``a, b and 3 more`` (empty without paths)."""
         if not self.paths:
@@ -99,13 +137,16 @@ class Refusal(msgspec.Struct, frozen=True):
         return text
 
     def sentence(self) -> str:
-        """``root <root>; paths (<n>): <paths>; remedy: <remedy>; see <docs url>``."""
+        """``root <root>; paths (<n>): <paths>; remedy: <remedy>; more: distributor explain <class>``
+        (and ``; see <url>`` where the page is hosted, ``DISTRIBUTOR_TROUBLESHOOTING_URL``)."""
         parts = [f"root {self.root}"]
         if self.paths:
             count = f"{self.count}{'+' if self.count_is_minimum else ''}"
             parts.append(f"paths ({count}): {self.paths_text()}")
         parts.append(f"remedy: {self.remedy}")
-        parts.append(f"see {self.docs_url}")
+        parts.append(f"more: {self.explain}")
+        if hosted_docs():
+            parts.append(f"see {self.docs_url}")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +157,7 @@ class Refusal(msgspec.Struct, frozen=True):
             "count": self.count,
             "count_is_minimum": self.count_is_minimum,
             "remedy": self.remedy,
+            "explain": self.explain,
             "docs_url": self.docs_url,
         }
 
@@ -126,6 +168,7 @@ class Refusal(msgspec.Struct, frozen=True):
             fields["paths"] = ",".join(self.paths)
             fields["count"] = f"{self.count}{'+' if self.count_is_minimum else ''}"
         fields["remedy"] = self.remedy
+        fields["explain"] = self.explain
         fields["docs"] = self.docs_url
         return fields
 
@@ -165,34 +208,43 @@ def _shown(paths: Sequence[str], count: int | None = None, *, minimum: bool = Fa
 
 
 def _scope(pipeline_id: str, destination_id: str) -> str:
-    return f"--config FILE --pipeline {pipeline_id} --destination {destination_id}"
+    return f"{_config_argument} --pipeline {pipeline_id} --destination {destination_id}"
 
 
 def unmanaged_content(
     storage: StorageBackend, pipeline_id: str, destination_id: str, relative: Sequence[str], *, minimum: bool = False,
-    count: int | None = None,
+    count: int | None = None, bundle_path: str = "",
 ) -> Refusal:
-    """Files in a destination that no state records (``relative`` to the root)."""
+    """Files in a destination that no state records (``relative`` to the root) in the
+    destination bundle path ``bundle_path``."""
     scope = _scope(pipeline_id, destination_id)
+    bundle = f" --bundle {shlex.quote(bundle_path)}" if bundle_path.strip("/") not in ("", ".") else ""
     return Refusal(
         UNMANAGED_CONTENT, root_location(storage),
         remedy=(
             f"remove or move these files, replace them once with `distributor run {scope} --force` "
             f"(Dagster: force: true), or adopt identical copies with "
-            f"`distributor reconcile-state {scope} --adopt`"
+            f"`distributor reconcile-state {scope}{bundle} --adopt` (it lists them; `--apply` records them)"
         ),
         **_shown([absolute(storage, p) for p in relative], count, minimum=minimum),
     )
 
 
-def foreign_owner(storage: StorageBackend, destination_id: str, relative: Sequence[str], owner: str = "") -> Refusal:
+def foreign_owner(storage: StorageBackend, destination_id: str, relative: Sequence[str], owner: str = "",
+                  pipeline_id: str = "") -> Refusal:
+    """Another owner's (``<pipeline>/<destination>``) state or output where ``destination_id``
+    publishes. Takeover across pipelines needs ``any_managed``: ``same_pipeline`` (the default)
+    takes over only a retired destination of the same pipeline."""
     whose = f"{owner}'s" if owner else "another owner's"
+    same = bool(owner) and bool(pipeline_id) and owner.split("/", 1)[0] == pipeline_id
+    mode = ("`takeover.mode: same_pipeline` (a retired destination of the same pipeline)" if same else
+            "`takeover.mode: any_managed` (another pipeline's publication; `same_pipeline`, the default, does not "
+            "take it over)")
     return Refusal(
         FOREIGN_OWNER, root_location(storage),
         remedy=(
             f"this is {whose} publication: give destination {destination_id} its own root (or path), or, after "
-            f"review, let it take over with `takeover.mode: same_pipeline` (or `any_managed`) on destination "
-            f"{destination_id}"
+            f"review, let destination {destination_id} take it over with {mode}"
         ),
         **_shown([absolute(storage, p) for p in relative]),
     )
@@ -242,16 +294,18 @@ def for_plan(plan: Plan, storage_config: StorageBackend, listing: Iterable[str] 
         relative = [_join(bundle, p) for p in listing] if listing is not None else []
         if not relative:
             relative = [_join(bundle, obstacle.path) if obstacle is not None else bundle]
-        return unmanaged_content(storage_config, pipeline_id, destination_id, relative, minimum=listing_truncated)
+        return unmanaged_content(storage_config, pipeline_id, destination_id, relative, minimum=listing_truncated,
+                                 bundle_path=bundle)
     outcome = plan.comparison.outcome
     if outcome == Outcome.INVALID_STATE:
         return invalid_state(storage_config, pipeline_id, destination_id, bundle)
     if outcome == Outcome.IDENTITY_MISMATCH:
         state = plan.existing_state
         owner = f"{state.pipeline_id}/{state.destination_id}" if state is not None else ""
-        return foreign_owner(storage_config, destination_id, [lp.state_path(bundle)], owner)
+        return foreign_owner(storage_config, destination_id, [lp.state_path(bundle)], owner, pipeline_id)
     if obstacle is not None and obstacle.kind is Blocker.OWNED_PATH:
-        return foreign_owner(storage_config, destination_id, [_join(bundle, obstacle.path)], str(obstacle.owner))
+        return foreign_owner(storage_config, destination_id, [_join(bundle, obstacle.path)], str(obstacle.owner),
+                             pipeline_id)
     return source_conflict(storage_config, pipeline_id, destination_id, bundle)
 
 
@@ -395,8 +449,9 @@ def audit_problems(
     if outputs:
         fixes.append(f"restore the outputs with `distributor run {scope} --republish`, or drop their records with "
                      f"`distributor reconcile-state {scope}{bundle} --audit`")
-    if unmanaged:
-        fixes.append("remove the unmanaged files, adopt copies of planned outputs with `reconcile-state --adopt`, or "
-                     "allow them with `--allow-unmanaged`")
+    if unmanaged:  # first: a republish refuses a bundle path with unmanaged files in it
+        fixes.insert(0, "remove the unmanaged files, adopt copies of planned outputs with "
+                        f"`distributor reconcile-state {scope}{bundle} --adopt --apply`, or allow them with "
+                        "`--allow-unmanaged`")
     paths = [absolute(storage_config, _join(bundle_path, path)) for path in (*outputs, *unmanaged)]
     return Refusal(AUDIT_PROBLEMS, root_location(storage_config), remedy="; ".join(fixes), **_shown(paths))

@@ -72,6 +72,12 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(helptext.command_help(command, full_name))
         return EXIT_OK
     args, positional = parse_arguments(command, full_name, rest)
+    if any(flag.name == "--config" for flag in command.flags):
+        # remedies name the config this command reads, so they run as printed
+        from distributor_core.app.refusal import name_config
+        from distributor_core.cli.configfile import DEFAULT_CONFIG
+
+        name_config(getattr(args, "config", None) or DEFAULT_CONFIG)
     out = Output(full_name, getattr(args, "format", "text"), stdout, stderr)
     assert command.run is not None
     return command.run(Invocation(full_name, args, positional, out))
