@@ -52,6 +52,7 @@ SOURCE_CONFLICT = "source_conflict"
 CORRUPT_BUNDLE = "corrupt_bundle"
 MISSING_CREDENTIAL = "missing_credential"
 UNREACHABLE_ROOT = "unreachable_root"
+UNTRUSTED_HOST_KEY = "untrusted_host_key"
 MISSING_SOURCE_ROOT = "missing_source_root"
 LOCKED = "locked"
 MISSING_STATE = "missing_state"
@@ -59,7 +60,7 @@ AUDIT_PROBLEMS = "audit_problems"
 
 FAILURE_CLASSES = (
     UNMANAGED_CONTENT, FOREIGN_OWNER, INVALID_STATE, SOURCE_CONFLICT, CORRUPT_BUNDLE, MISSING_CREDENTIAL,
-    UNREACHABLE_ROOT, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE, AUDIT_PROBLEMS,
+    UNREACHABLE_ROOT, UNTRUSTED_HOST_KEY, MISSING_SOURCE_ROOT, LOCKED, MISSING_STATE, AUDIT_PROBLEMS,
 )
 
 
@@ -315,6 +316,8 @@ def for_destination_error(storage_config: StorageBackend, error_kind: str, pipel
     locked (``conflict``); ``None`` for others."""
     if error_kind == "unavailable":
         return unreachable_root(storage_config)
+    if error_kind == "untrusted":
+        return untrusted_host_key(storage_config)
     if error_kind == "conflict":
         return Refusal(
             LOCKED, root_location(storage_config),
@@ -349,6 +352,24 @@ _REACHABLE: dict[type, Callable[[Any], str]] = {
 def unreachable_root(storage_config: StorageBackend) -> Refusal:
     how = _REACHABLE[type(storage_config)](storage_config)
     return Refusal(UNREACHABLE_ROOT, root_location(storage_config), remedy=f"{how}; nothing was changed there")
+
+
+def untrusted_host_key(storage_config: StorageBackend) -> Refusal:
+    """An SSH server whose host key is not trusted: unknown to ``known_hosts_file``, different from
+    the one recorded there, or not verifiable. Nothing was sent to it."""
+    if not isinstance(storage_config, SSHBackend):  # only SSH checks host keys
+        return unreachable_root(storage_config)
+    host, port, known = storage_config.host, storage_config.port, str(storage_config.known_hosts_file)
+    name = host if port == 22 else f"[{host}]:{port}"
+    return Refusal(
+        UNTRUSTED_HOST_KEY, root_location(storage_config),
+        remedy=(f"an unknown key: fetch it with `ssh-keyscan -p {port} {host}`, compare its fingerprint "
+                f"(`ssh-keygen -lf`) with the server's own and append it to {known}, or set "
+                f"`host_key_policy: accept_new` to trust it on first use; a changed key: once you know why it "
+                f"changed, remove the old line (`ssh-keygen -R '{name}' -f {known}`) and add the new one; "
+                "nothing was sent to the server"),
+        **_shown([known]),
+    )
 
 
 def for_invalid_bundle(source_config: Where, bundle_path: str, file: str = "") -> Refusal:

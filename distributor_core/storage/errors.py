@@ -19,6 +19,9 @@ class ErrorKind(StrEnum):
     CONFLICT = "conflict"
     #: transient transport failure (connection refused, timeout, 5xx, throttling)
     UNAVAILABLE = "unavailable"
+    #: the server could not be authenticated: its SSH host key is unknown, changed or unverifiable
+    #: (not transient: nothing was sent, and a retry meets the same key)
+    UNTRUSTED = "untrusted"
     #: bytes written did not match the expected size or sha256
     INTEGRITY = "integrity"
     OTHER = "other"

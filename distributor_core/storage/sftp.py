@@ -238,7 +238,7 @@ class SFTPStorage(Storage):
         try:
             return self.transfers.lease() if transfer else self.connection.lease()
         except SFTPUnavailable as exc:
-            raise self.error(op, path, ErrorKind.UNAVAILABLE, str(exc)) from None
+            raise self.error(op, path, exc.kind, str(exc)) from None
 
     def _release(self, channel: Channel, healthy: bool, *, transfer: bool = False) -> None:
         if transfer:

@@ -29,6 +29,7 @@ from distributor_core.config.models import SSHBackend, default_of
 from distributor_core.config.shape import field
 from distributor_core.config.ssh_options import host_problem, option_problems, user_problem
 from distributor_core.storage import sftp_wire as wire
+from distributor_core.storage.errors import ErrorKind
 
 # paramiko logs connection failures with tracebacks from its transport thread; without a handler
 # they would reach stderr through logging's last resort. The failures are reported as
@@ -58,7 +59,12 @@ def status_text(exc: OSError) -> str:
 
 class SFTPUnavailable(Exception):
     """No SFTP channel could be had (connect, authentication, host key, pool bound); the message
-    is safe to show."""
+    is safe to show. ``kind`` is the storage error it becomes: ``untrusted`` for a host key that is
+    unknown, changed or unverifiable, else ``unavailable``."""
+
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +165,10 @@ class Connection(Protocol):
 class _ConnectError(Exception):
     """Connecting or authenticating failed; the message is safe to show (no secrets)."""
 
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.kind = kind
+
 
 def _transport_factory(sock: Any, **kwargs: Any) -> paramiko.Transport:
     transport = paramiko.Transport(sock, **kwargs)
@@ -183,7 +193,8 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         if self.policy != "accept_new":
             raise _ConnectError(
                 f"host key of {hostname} is not in known_hosts file {self.known_hosts_file} "
-                f"(server offered {offered}); add it (ssh-keyscan) or set host_key_policy: accept_new"
+                f"(server offered {offered}); add it (ssh-keyscan) or set host_key_policy: accept_new",
+                ErrorKind.UNTRUSTED,
             )
         client.get_host_keys().add(hostname, key.get_name(), key)
         if self.dry_run:
@@ -358,7 +369,8 @@ class SSHConnection(ChannelPool):
             return _ConnectError(
                 f"host key of {address} does not match known_hosts file {endpoint.known_hosts_file} "
                 f"(server offered {exc.key.get_name()} {exc.key.fingerprint}, "
-                f"expected {exc.expected_key.get_name()} {exc.expected_key.fingerprint}); refusing to connect"
+                f"expected {exc.expected_key.get_name()} {exc.expected_key.fingerprint}); refusing to connect",
+                ErrorKind.UNTRUSTED,
             )
         if isinstance(exc, paramiko.PasswordRequiredException):
             return _ConnectError(
@@ -408,7 +420,7 @@ class SSHConnection(ChannelPool):
         try:
             return self._ensure_connected_locked()
         except _ConnectError as exc:
-            raise SFTPUnavailable(str(exc)) from None
+            raise SFTPUnavailable(str(exc), exc.kind) from None
 
     def _open_channel(self, prepared: paramiko.SSHClient, generation: int) -> Channel:
         try:

@@ -61,6 +61,7 @@ from paramiko.sftp_client import SFTPClient
 from paramiko.ssh_exception import SSHException
 
 from distributor_core.storage import sftp_wire as wire
+from distributor_core.storage.errors import ErrorKind
 from distributor_core.storage.sftp_connection import Channel, ChannelPool, SFTPUnavailable, SSHEndpoint, status_text
 
 SSH_PROGRAM = "ssh"
@@ -405,6 +406,14 @@ _OFFERED = re.compile(r"fingerprint for the (\S+) key sent by the remote host is
 _UNKNOWN = re.compile(r"No (\S+) host key is known for (\S+)")
 
 
+def failure_kind(text: str) -> ErrorKind:
+    """``untrusted`` when ``ssh`` refused the server's host key (unknown, changed, unverifiable),
+    else ``unavailable``: the kind :func:`failure_message`'s failure is."""
+    if _MISMATCH.search(text) or _UNKNOWN.search(text) or "Host key verification failed" in text:
+        return ErrorKind.UNTRUSTED
+    return ErrorKind.UNAVAILABLE
+
+
 def failure_message(endpoint: SSHEndpoint, text: str, exit_code: int | None) -> str:
     """The message for an ``ssh`` child that ended before the SFTP session started, worded as the
     paramiko transport words the same failure (never secrets: ``ssh`` prints none)."""
@@ -568,7 +577,8 @@ class OpenSSHConnection(ChannelPool):
                 raise SFTPUnavailable(
                     f"timed out connecting to {endpoint.address}: no SFTP session within {watchdog:g}s"
                 ) from None
-            raise SFTPUnavailable(failure_message(endpoint, pipe.stderr_text(), process.returncode)) from None
+            text = pipe.stderr_text()
+            raise SFTPUnavailable(failure_message(endpoint, text, process.returncode), failure_kind(text)) from None
         except BaseException:
             pipe.close()
             raise
