@@ -178,7 +178,8 @@ def invalid_entry(pipeline: Pipeline, destination: Destination, path: str, error
         reconciliation_mode=policy.reconciliation_mode,
         status="failed",
         error=error,
-        refusal=refusals.for_invalid_bundle(pipeline.source, path),
+        refusal=refusals.for_invalid_bundle(pipeline.source, path,
+                                            pipeline_id="" if pipeline.is_upload else pipeline.id),
     )
 
 

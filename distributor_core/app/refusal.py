@@ -372,13 +372,17 @@ def untrusted_host_key(storage_config: StorageBackend) -> Refusal:
     )
 
 
-def for_invalid_bundle(source_config: Where, bundle_path: str, file: str = "") -> Refusal:
+def for_invalid_bundle(source_config: Where, bundle_path: str, file: str = "", pipeline_id: str = "") -> Refusal:
     """A source bundle whose files do not match its manifest (or whose manifest is invalid)."""
     target = _join(bundle_path, file) if file else bundle_path
+    check = "`distributor validate`"
+    if pipeline_id:
+        bundle = shlex.quote(bundle_path.strip("/") or ".")
+        check = f"`distributor validate {_config_argument} --pipeline {pipeline_id} --bundle {bundle}`"
     return Refusal(
         CORRUPT_BUNDLE, root_location(source_config),
         remedy=("rebuild the manifest with `distributor manifest create` once the files are final (producers: write "
-                "the bundle elsewhere and rename it into place); check it with `distributor validate`"),
+                f"the bundle elsewhere and rename it into place); check it with {check}"),
         **_shown([absolute(source_config, target)]),
     )
 

@@ -326,7 +326,8 @@ def validate_op(site: Site, routes: Routes, name: str, settings_key: str) -> dg.
                 message = checked.message if not item.upload_run_id else \
                     f"invalid upload {item.upload_run_id}: {checked.error}"
                 refusal = for_invalid_bundle(item.source_root or pipeline.source, item.bundle_path,
-                                             getattr(checked.error, "path", ""))
+                                             getattr(checked.error, "path", ""),
+                                             pipeline_id="" if item.upload_run_id else pipeline.id)
                 context.log.error(f"{message} ({refusal.sentence()})")
                 invalid.append((item, message))
                 outcome = bundle_outcome(item.bundle_path, "", checked.error)

@@ -1,9 +1,11 @@
 """Errors an operator can act on (issue 25 item 1), through the real console script.
 
 For each failure class, ``distributor run`` names the absolute root, the offending paths, the
-remedy (the config key or command that resolves it) and the docs/troubleshooting.md entry: in
-the text report (a ``Refusal:`` line and the stderr line) and in the JSON report (the action's
-``refusal`` and the envelope's ``error``), and the entry it links to exists in the docs.
+remedy (the config key or command that resolves it, naming the config that was used, so it runs
+as printed), the command that explains the class (``distributor explain <class>``) and the
+troubleshooting entry installed with distributor: in the text report (a ``Refusal:`` line and the
+stderr line) and in the JSON report (the action's ``refusal`` and the envelope's ``error``), and
+the entry it links to exists in the docs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from tests.bundle.conftest import make_bundle
 from tests.cli.conftest import REPO, run_script
 
 TROUBLESHOOTING = (REPO / "docs" / "troubleshooting.md").read_text()
+#: the troubleshooting page as installed with distributor (this environment's editable install)
+INSTALLED_PAGE = (REPO / "distributor_core" / "docs" / "troubleshooting.md").as_uri()
+
+
+def installed_link(failure: str) -> str:
+    return f"{INSTALLED_PAGE}#{failure.replace('_', '-')}"
 
 
 @dataclass
@@ -119,6 +127,20 @@ def _unreachable(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return _config(tmp_path, _s3(f"http://127.0.0.1:{port}")), {"DIST_T25_KEY": "key", "DIST_T25_SECRET": "secret"}
 
 
+def _conflict(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    _spool(tmp_path)
+    config = _config(tmp_path, LOCAL)
+    assert run_script("run", "--config", str(config)).returncode == 0
+    # the producer changed the bundle without changing its created time
+    (tmp_path / "spool" / "daily" / "manifest.json").unlink()
+    make_bundle(tmp_path / "spool" / "daily", {"report.md": b"# Other\n"})
+    return config, {}
+
+
+def _no_source(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    return _config(tmp_path, LOCAL), {}
+
+
 def _site(tmp_path: Path) -> str:
     return str(tmp_path / "out" / "site")
 
@@ -132,14 +154,18 @@ CASES = [
          lambda t: [f"{_site(t)}/index.html", f"{_site(t)}/notes.txt"],
          ("--pipeline reports --destination site --force", "reconcile-state", "--adopt")),
     Case("foreign_owner", _foreign, _site, lambda t: [f"{_site(t)}/.distributor.json"],
-         ("other/site", "takeover.mode: same_pipeline")),
+         ("other/site", "takeover.mode: any_managed")),
     Case("invalid_state", _invalid_state, _site, lambda t: [f"{_site(t)}/.distributor.json"],
          ("distributor inspect ", "transfer.on_conflict: replace")),
     Case("corrupt_bundle", _corrupt, lambda t: str(t / "spool"), lambda t: [str(t / "spool" / "daily")],
-         ("distributor manifest create",)),
+         ("distributor manifest create", "`distributor validate --config ")),
     Case("missing_credential", _credential, lambda t: "s3://reports at http://127.0.0.1:9", lambda t: [],
          ("export DIST_T25_SECRET", "secrets.directory"), setup_failure=True),
     Case("unreachable_root", _unreachable, _endpoint_root, lambda t: [], ("`endpoint`", "run again")),
+    Case("source_conflict", _conflict, _site, lambda t: [f"{_site(t)}/.distributor.json"],
+         ("`created`", "--pipeline reports --destination site --force", "transfer.on_conflict: replace")),
+    Case("missing_source_root", _no_source, lambda t: str(t / "spool"), lambda t: [], ("`source.path`",),
+         setup_failure=True),
 ]
 
 
@@ -148,7 +174,7 @@ def test_each_failure_names_root_paths_remedy_and_docs(tmp_path: Path, case: Cas
     config, env = case.setup(tmp_path)
     root, paths = case.root(tmp_path), case.paths(tmp_path)
     anchor = case.failure.replace("_", "-")
-    link = f"docs/troubleshooting.md#{anchor}"
+    link = installed_link(case.failure)
     assert f'<a id="{anchor}"></a>' in TROUBLESHOOTING
 
     text = run_script("run", "--config", str(config), env=env)
@@ -162,7 +188,10 @@ def test_each_failure_names_root_paths_remedy_and_docs(tmp_path: Path, case: Cas
         assert f"paths ({len(paths)}): " in line
     for piece in case.remedy:
         assert piece in line
-    assert line.endswith(f"; see {link})")
+    if "`distributor " in line:  # a command to run: with the config that was used
+        assert f" --config {config} " in line, line
+        assert "--config FILE" not in line
+    assert line.endswith(f"; more: distributor explain {case.failure})")
     if case.setup_failure:
         assert text.stdout == ""
     else:
@@ -171,7 +200,7 @@ def test_each_failure_names_root_paths_remedy_and_docs(tmp_path: Path, case: Cas
         assert f"root={json.dumps(root) if ' ' in root else root} " in refusal_line
         if paths:
             assert f"paths={','.join(paths)} count={len(paths)} " in refusal_line
-        assert refusal_line.endswith(f" docs={link}")
+        assert refusal_line.endswith(f' explain="distributor explain {case.failure}" docs={link}')
 
     document = json.loads(run_script("run", "--config", str(config), "--format", "json", env=env).stdout)
     assert document["ok"] is False
@@ -187,8 +216,12 @@ def test_each_failure_names_root_paths_remedy_and_docs(tmp_path: Path, case: Cas
         assert refusal["paths"] == paths
         assert refusal["count"] == len(paths)
         assert refusal["docs_url"] == link
+        assert refusal["explain"] == f"distributor explain {case.failure}"
         for piece in case.remedy:
             assert piece in refusal["remedy"]
+    # and the command it names prints the entry, from the docs installed with distributor
+    explained = run_script("explain", case.failure)
+    assert explained.returncode == 0 and f"Class `{case.failure}`" in explained.stdout
 
 
 def test_many_unmanaged_files_name_the_first_few_and_the_count(tmp_path: Path) -> None:
@@ -209,7 +242,11 @@ def test_the_link_follows_where_the_docs_are_served(tmp_path: Path) -> None:
     config, env = _unmanaged(tmp_path)
     served = "https://docs.example.org/distributor/troubleshooting.html"
     result = run_script("run", "--config", str(config), env={**env, "DISTRIBUTOR_TROUBLESHOOTING_URL": served})
-    assert result.stderr.rstrip("\n").endswith(f"; see {served}#unmanaged-content)")
+    assert result.stderr.rstrip("\n").endswith(
+        f"; more: distributor explain unmanaged_content; see {served}#unmanaged-content)")
+    document = json.loads(run_script("run", "--config", str(config), "--format", "json",
+                                     env={**env, "DISTRIBUTOR_TROUBLESHOOTING_URL": served}).stdout)
+    assert document["result"]["actions"][0]["refusal"]["docs_url"] == f"{served}#unmanaged-content"
 
 
 MAINTENANCE = [
@@ -237,13 +274,15 @@ def test_maintenance_refusals_name_root_path_remedy_and_docs(
     prune = "retention: {prune: {enabled: true, keep_latest: 0}}"
     config = _config(tmp_path, LOCAL.replace("path_mapping: {mode: fixed}", f"path_mapping: {{mode: fixed}}, {prune}"))
     args = (command[0], "--config", str(config), "--pipeline", "reports", "--destination", "site", *command[1:])
-    link = f"docs/troubleshooting.md#{failure.replace('_', '-')}"
+    link = installed_link(failure)
 
     text = run_script(*args)
     assert (text.returncode, text.stdout) == (1, ""), text.stderr
     assert f" (root {site}; paths (1): {site}/{path}; remedy: " in text.stderr
     assert remedy in text.stderr
-    assert text.stderr.endswith(f"; see {link})\n")
+    if "`distributor " in text.stderr:
+        assert f" --config {config} " in text.stderr
+    assert text.stderr.endswith(f"; more: distributor explain {failure})\n")
 
     document = json.loads(run_script(*args, "--format", "json").stdout)
     assert (document["ok"], document["result"]) == (False, None)
