@@ -2,8 +2,10 @@
 (:mod:`distributor_core.app.refusal`) rendered as Dagster failure metadata.
 
 ``failure_class`` and ``root`` as text, the offending paths as a table (``class``, ``root``,
-``path``), their ``path_count``, the ``remedy`` as text (one line per refusal class) and the
-troubleshooting entry as a URL (``docs_url``). Expected refusals (a plan's ``fail_*``, a setup
+``path``), their ``path_count``, the ``remedy`` as text (one line per refusal class), the command
+that prints the troubleshooting entry (``explain``: ``distributor explain <class>``) and the entry
+as a URL (``docs_url``: the page installed with distributor, or the hosted copy
+``DISTRIBUTOR_TROUBLESHOOTING_URL`` names). Expected refusals (a plan's ``fail_*``, a setup
 failure) are not retried; a destination that could not be reached may be.
 """
 
@@ -45,6 +47,7 @@ def refusal_metadata(refusals: Iterable[Refusal | None]) -> dict[str, Any]:
         "paths": dg.MetadataValue.table(records=rows, schema=PATHS_SCHEMA),
         "path_count": dg.MetadataValue.int(sum(r.count for r in found)),
         "remedy": dg.MetadataValue.text("\n".join(_unique(r.remedy for r in found))),
+        "explain": dg.MetadataValue.text("\n".join(_unique(r.explain for r in found))),
         "docs_url": dg.MetadataValue.url(found[0].docs_url),
     }
     for url in _unique(r.docs_url for r in found)[1:]:

@@ -15,7 +15,9 @@ digests, a bundle error, which speaks of the bundle's own files) and fixed texts
 - any other failure: ``<class>: <short reason>``, the class being the refusal's (``locked``,
   ``unreachable_root``...) or the storage error's kind (``permission``, ``integrity``...);
 
-each with ``(see <docs url>)`` when the class has a troubleshooting entry.
+each with how to look the class up when it has a troubleshooting entry: ``(see <url>)`` where
+the page is hosted (``DISTRIBUTOR_TROUBLESHOOTING_URL``), else ``(more: distributor explain
+<class>)``; never the server's own installed copy (a ``file://`` path of its host).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ REASONS: dict[str, str] = {
     refusals.CORRUPT_BUNDLE: "the bundle does not match its manifest",
     refusals.MISSING_CREDENTIAL: "the server lacks a credential the destination needs",
     refusals.UNREACHABLE_ROOT: "the destination could not be reached",
+    refusals.UNTRUSTED_HOST_KEY: "the destination's server could not be authenticated (its host key is not trusted)",
     refusals.LOCKED: "another writer holds the destination",
     # storage error kinds (distributor_core.storage.ErrorKind)
     "unavailable": "the destination could not be reached",
+    "untrusted": "the destination's server could not be authenticated (its host key is not trusted)",
     "permission": "the destination refused access",
     "not_found": "something the publication needed at the destination was missing",
     "already_exists": "a path the publication writes already existed at the destination",
@@ -74,7 +78,14 @@ def action_error(entry: ActionReport) -> str:
         text = reason(refusal.failure)
     else:
         text = reason(entry.error_kind or "failed")
-    return f"{text} (see {refusal.docs_url})" if refusal is not None else text
+    return f"{text} ({look_up(refusal.failure)})" if refusal is not None else text
+
+
+def look_up(failure: str) -> str:
+    """Where a producer reads about ``failure``: the hosted page, else the explain command."""
+    if refusals.hosted_docs():
+        return f"see {refusals.docs_url(failure.replace('_', '-'))}"
+    return f"more: {refusals.explain_command(failure)}"
 
 
 def report_error(report: RunReport) -> str:
@@ -109,7 +120,10 @@ def report_dict(report: RunReport | dict[str, Any]) -> dict[str, Any]:
         kept["error"] = (action_error(entry) if entry is not None else _dict_action_error(data)) if failed else ""
         refusal = data.get("refusal")
         if isinstance(refusal, dict):
-            kept["refusal"] = {"class": refusal.get("class"), "docs_url": refusal.get("docs_url")}
+            failure = str(refusal.get("class"))
+            kept["refusal"] = {"class": failure, "explain": refusals.explain_command(failure)}
+            if refusals.hosted_docs():
+                kept["refusal"]["docs_url"] = refusals.docs_url(failure.replace("_", "-"))
         actions.append(kept)
     whole["actions"] = actions
     whole["pipelines"] = [{**p, "error": GENERIC} if isinstance(p, dict) and p.get("error") else p
@@ -157,5 +171,5 @@ def _dict_action_error(data: dict[str, Any]) -> str:
     return GENERIC
 
 
-__all__ = ["GENERIC", "REASONS", "action_error", "dict_error", "exception_error", "reason", "report_dict",
+__all__ = ["GENERIC", "REASONS", "action_error", "dict_error", "exception_error", "look_up", "reason", "report_dict",
            "report_error"]

@@ -21,10 +21,10 @@ from tests.cli.conftest import run_script
 
 def _with_remedy(stderr: str, message: str, root: str, remedy: str, anchor: str) -> None:
     """``run`` adds where and how to fix a setup failure (issue 25): ``distributor: <message>
-    (root <root>; ...remedy: ...; see docs/troubleshooting.md#<anchor>)``."""
+    (root <root>; ...remedy: ...; more: distributor explain <class>)``."""
     assert stderr.startswith(f"distributor: {message} (root {root}"), stderr
     assert remedy in stderr
-    assert stderr.endswith(f"; see docs/troubleshooting.md#{anchor})\n"), stderr
+    assert stderr.endswith(f"; more: distributor explain {anchor.replace('-', '_')})\n"), stderr
 
 
 def _config(tmp_path: Path, source_yaml: str, destinations_yaml: str | None = None) -> Path:

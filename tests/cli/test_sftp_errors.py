@@ -92,6 +92,24 @@ def test_a_changed_host_key(sshd_server: SSHDServer, tmp_path: Path) -> None:
     _same(outcomes, rf"host key of \[127\.0\.0\.1\]:{sshd_server.port} does not match known_hosts file {known_hosts}")
     for _code, text in outcomes.values():
         assert "refusing to connect" in text
+        # the server's identity, not the network: its own class, a remedy about keys, never "check that ... accepts"
+        assert "untrusted: host key" in text and "class=untrusted_host_key" in text
+        assert f"ssh-keygen -R '[127.0.0.1]:{sshd_server.port}' -f {known_hosts}" in text
+        assert "accepts SSH connections" not in text and "unreachable_root" not in text
+        assert text.rstrip().endswith("; more: distributor explain untrusted_host_key)")
+
+
+def test_an_unknown_host_key_is_untrusted_not_unreachable(sshd_server: SSHDServer, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    root = sshd_server.make_sftp_root()
+    outcomes = _both(lambda t: _publish(tmp_path, sshd_server, root, t, known_hosts_file=empty))
+    _same(outcomes, rf"untrusted: host key of \[127\.0\.0\.1\]:{sshd_server.port} is not in known_hosts file {empty}")
+    for _code, text in outcomes.values():
+        assert "class=untrusted_host_key" in text and "unreachable_root" not in text
+        assert f"`ssh-keyscan -p {sshd_server.port} 127.0.0.1`" in text and "host_key_policy: accept_new" in text
+        assert text.rstrip().endswith("; more: distributor explain untrusted_host_key)")
+    assert empty.read_text() == ""
 
 
 def test_an_unreachable_host(sshd_server: SSHDServer, tmp_path: Path) -> None:

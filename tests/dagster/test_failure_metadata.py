@@ -16,6 +16,7 @@ import pytest
 
 from distributor_dagster import build_definitions
 from tests.cli.conftest import run_script
+from tests.cli.test_error_remedies import installed_link
 from tests.dagster.conftest import events_of, make_bundle, write_config
 
 pytestmark = pytest.mark.dagster
@@ -135,8 +136,8 @@ def test_step_failure_metadata_names_root_paths_remedy_and_docs(
     assert f"(root {root}" in data.description
     for path in paths:
         assert path in data.description
-    link = f"docs/troubleshooting.md#{case.failure.replace('_', '-')}"
-    assert f"; see {link})" in data.description
+    link = installed_link(case.failure)
+    assert f"; more: distributor explain {case.failure})" in data.description
     metadata = data.metadata
     assert metadata["failure_class"].value == case.failure
     assert metadata["root"].value == root
@@ -148,6 +149,9 @@ def test_step_failure_metadata_names_root_paths_remedy_and_docs(
         assert piece in metadata["remedy"].value
     assert isinstance(metadata["docs_url"], dg.UrlMetadataValue)
     assert metadata["docs_url"].value == link
+    assert metadata["explain"].value == f"distributor explain {case.failure}"
+    if "`distributor " in metadata["remedy"].value:  # the code location's config, to run as printed
+        assert f"--config {config} " in metadata["remedy"].value
 
 
 def test_corrupt_bundle_check_names_root_paths_remedy_and_docs(tmp_path: Path) -> None:
@@ -164,7 +168,7 @@ def test_corrupt_bundle_check_names_root_paths_remedy_and_docs(tmp_path: Path) -
     assert metadata["root"].value == root
     assert [row.data["path"] for row in metadata["paths"].records] == [f"{root}/daily/report.md"]
     assert "distributor manifest create" in metadata["remedy"].value
-    assert metadata["docs_url"].value == "docs/troubleshooting.md#corrupt-bundle"
+    assert metadata["docs_url"].value == installed_link("corrupt_bundle")
     assert metadata["file"].value == "report.md"
     assert not (tmp_path / "out").exists()
 
@@ -200,7 +204,7 @@ def test_maintenance_failure_metadata_names_root_path_remedy_and_docs(
         run_config={"ops": {job: {"config": config}}}, raise_on_error=False)
     (failed,) = events_of(result, "STEP_FAILURE")
     data = failed.event_specific_data.user_failure_data
-    link = f"docs/troubleshooting.md#{failure.replace('_', '-')}"
+    link = installed_link(failure)
     metadata = data.metadata
     assert metadata["failure_class"].value == failure
     assert metadata["root"].value == str(site)
@@ -209,4 +213,4 @@ def test_maintenance_failure_metadata_names_root_path_remedy_and_docs(
     assert metadata["docs_url"].value == link
     if config:  # one bundle path: the description carries the same facts
         assert f"(root {site}; paths (1): {site}/{path}; remedy: " in data.description
-        assert data.description.endswith(f"; see {link})")
+        assert data.description.endswith(f"; more: distributor explain {failure})")

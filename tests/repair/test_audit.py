@@ -68,9 +68,12 @@ def test_audit_reports_every_kind_of_damage_and_writes_nothing(tmp_path: Path, d
     assert message.startswith(
         "audit found problems: reports/archive [.]: 1 missing, 1 size_mismatch, 1 digest_mismatch, 1 unmanaged"
         f" (root {dest.root}; paths (4): {dest.root}/corrupt.txt, {dest.root}/short.txt, {dest.root}/gone.txt, "
-        f"{dest.root}/extra.txt; remedy: restore the outputs with `distributor run "
+        f"{dest.root}/extra.txt; remedy: remove the unmanaged files, adopt copies of planned outputs with "
+        "`distributor reconcile-state "
     )
-    assert "--allow-unmanaged" in message and message.endswith("; see docs/troubleshooting.md#audit-problems)")
+    # the unmanaged files first: a republish refuses a bundle path that holds them
+    assert message.index("remove the unmanaged files") < message.index("restore the outputs with `distributor run ")
+    assert "--allow-unmanaged" in message and message.endswith("; more: distributor explain audit_problems)")
     assert {path: dest.read(path) for path in dest.files()} == before  # no lock, no journal, no rewrite
 
 
@@ -180,7 +183,7 @@ def test_all_bundles_one_section_each_and_failures_do_not_stop_the_others(tmp_pa
     message = audit_error_message(report)
     assert message.startswith("1 bundle(s) failed: three: ")
     assert f"; audit found problems: reports/archive [two]: 1 digest_mismatch (root {dest.root}; " in message
-    assert message.endswith("see docs/troubleshooting.md#audit-problems)")
+    assert message.endswith("; more: distributor explain audit_problems)")
 
 
 def test_warnings_for_a_writer_at_work(tmp_path: Path, dest: Dest) -> None:

@@ -150,7 +150,7 @@ def test_audit_repair_and_adoption_of_a_hand_copy(peer: Peer) -> None:
     assert document["ok"] is False and document["error"].startswith(
         "audit found problems: reports/archive [daily]: 1 missing, 1 size_mismatch, 1 digest_mismatch (root "
     )
-    assert document["error"].endswith("see docs/troubleshooting.md#audit-problems)")
+    assert document["error"].endswith("; more: distributor explain audit_problems)")
     assert result["refusal"]["count"] == 3
     assert stderr == f"distributor: {document['error']}\n"
     assert _statuses(result) == {
@@ -182,7 +182,7 @@ def test_audit_repair_and_adoption_of_a_hand_copy(peer: Peer) -> None:
     assert peer.get("daily/data/a.csv") == b"a,b\n9,9\n"
     code, document, _ = peer.cli("audit", *SELECT)
     assert code == 1 and ": 2 unmanaged (root " in document["error"]
-    assert document["error"].endswith("see docs/troubleshooting.md#audit-problems)")
+    assert document["error"].endswith("; more: distributor explain audit_problems)")
     assert document["result"]["refusal"]["count"] == 2 and "--adopt" in document["result"]["refusal"]["remedy"]
     code, document, _ = peer.cli("audit", *SELECT, "--allow-unmanaged")
     assert code == 0 and _statuses(document["result"]) == {"report.md": "ok"}

@@ -210,7 +210,7 @@ def test_prune_runtime_errors_print_nothing_on_stdout(cli: Runner, tmp_path: Pat
     # the error, then where and how to fix it (issue 25)
     assert result.stderr.startswith(f"distributor: state owner is other/x, not reports/archive (root {dest.root}; "
                                     f"paths (1): {dest.root}/.distributor.json; remedy: ")
-    assert result.stderr.endswith("; see docs/troubleshooting.md#foreign-owner)\n")
+    assert result.stderr.endswith("; more: distributor explain foreign_owner)\n")
     missing = cli("prune", "--config", str(config), "--pipeline", "nope", "--destination", "archive", "--dry-run")
     assert (missing.code, missing.stdout, missing.stderr) == (1, "", 'distributor: pipeline "nope" not found\n')
     unknown = cli("reconcile-state", "--config", str(config), "--pipeline", "reports", "--destination", "nope")

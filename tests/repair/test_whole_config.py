@@ -83,7 +83,7 @@ def test_audit_all_has_a_line_per_destination_and_bundle(world: Path, cli: Runne
                      "failed=0 dry_run=true"]
     assert result.stderr.startswith("distributor: 1 destination(s) failed: other/cloud: ")
     assert "; audit found problems: reports/archive [weekly]: 1 digest_mismatch (root " in result.stderr
-    assert result.stderr.rstrip().endswith("see docs/troubleshooting.md#audit-problems)")
+    assert result.stderr.rstrip().endswith("; more: distributor explain audit_problems)")
 
 
 def test_audit_all_json_and_library(world: Path, cli: Runner) -> None:

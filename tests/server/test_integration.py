@@ -232,13 +232,14 @@ def test_succeeded_run_removes_bundle_failed_run_keeps_it(tmp_path: Path, caplog
         wait_status(http, good, "succeeded")
         failed = wait_status(http, bad, {"failed", "succeeded"})
     assert failed["status"] == "failed"
-    # the producer reads the action, its reason and the docs entry (issue 35, item 7); the root,
-    # the file in the way and the remedy (issue 25) are the operator's, in the server log
+    # the producer reads the action, its reason and how to look the class up (issue 35, item 7); the
+    # root, the file in the way and the remedy (issue 25) are the operator's, in the server log; the
+    # docs installed on the server are not the producer's: no file:// link of the server's host
     assert failed["error"] == ("1 destination(s) failed: bad/dest1 [.]: fail_unmanaged: destination has content "
-                               "but no distributor state (see docs/troubleshooting.md#unmanaged-content)")
-    assert str(tmp_path) not in str(failed)
+                               "but no distributor state (more: distributor explain unmanaged_content)")
+    assert str(tmp_path) not in str(failed) and "file://" not in str(failed)
     (refusal,) = [a["refusal"] for a in failed["report"]["actions"] if a["status"] == "failed"]
-    assert refusal == {"class": "unmanaged_content", "docs_url": "docs/troubleshooting.md#unmanaged-content"}
+    assert refusal == {"class": "unmanaged_content", "explain": "distributor explain unmanaged_content"}
     assert f"(root {setup.destinations['bad/dest1']}; paths (1): {unmanaged}; remedy: " in caplog.text
     assert not sg.bundle_dir(setup.staging("good"), good).exists()
     assert (setup.staging("good") / good / sg.RECORD_NAME).is_file()

@@ -57,7 +57,8 @@ def test_a_host_key_mismatch_reads_as_its_class_to_the_producer(
         wait_status(http, run_id, {"succeeded", "failed"})
         status = client.status(run_id)
     assert status.status == "failed"
-    reason = "unreachable_root: the destination could not be reached (see docs/troubleshooting.md#unreachable-root)"
+    reason = ("untrusted_host_key: the destination's server could not be authenticated (its host key is not trusted) "
+              "(more: distributor explain untrusted_host_key)")
     assert status.error == (f"2 destination(s) failed: reports/paramiko [.]: {reason}; "
                             f"reports/openssh [.]: {reason}")
     shown = str(status.raw)
@@ -65,7 +66,7 @@ def test_a_host_key_mismatch_reads_as_its_class_to_the_producer(
                    sshd_server.known_hosts_name, str(tmp_path)):
         assert secret not in shown, secret
     assert [a["refusal"] for a in status.raw["report"]["actions"]] == [
-        {"class": "unreachable_root", "docs_url": "docs/troubleshooting.md#unreachable-root"}] * 2
+        {"class": "untrusted_host_key", "explain": "distributor explain untrusted_host_key"}] * 2
     # the operator reads what happened where
     assert f"does not match known_hosts file {known_hosts}" in caplog.text and "SHA256:" in caplog.text
 
@@ -91,7 +92,7 @@ def test_an_s3_destination_refusal_names_no_bucket_key_or_endpoint(
         status = client.status(run_id)
     assert status.status == "failed"
     assert status.error == ("1 destination(s) failed: reports/archive [.]: fail_unmanaged: destination has content "
-                            "but no distributor state (see docs/troubleshooting.md#unmanaged-content)")
+                            "but no distributor state (more: distributor explain unmanaged_content)")
     shown = str(status.raw)
     for secret in (bucket, setup.bucket, "hidden/prefix", moto_serial_server.endpoint_url, "127.0.0.1", "s3://"):
         assert secret not in shown, secret

@@ -31,12 +31,17 @@ def keygen(path: Path) -> str:
     return f"{kind} {blob}"
 
 
-def unavailable(storage: SFTPStorage) -> StorageError:
+def unavailable(storage: SFTPStorage, kind: ErrorKind = ErrorKind.UNAVAILABLE) -> StorageError:
     with pytest.raises(StorageError) as info:
         storage.stat("")
-    assert info.value.kind == ErrorKind.UNAVAILABLE, str(info.value)
+    assert info.value.kind == kind, str(info.value)
     assert (info.value.op, info.value.backend) == ("stat", "ssh")
     return info.value
+
+
+def untrusted(storage: SFTPStorage) -> StorageError:
+    """A host key refused: not the network (``unavailable``), the server's identity."""
+    return unavailable(storage, ErrorKind.UNTRUSTED)
 
 
 @pytest.fixture
@@ -112,12 +117,12 @@ def test_constructor_rejects_bad_settings(overrides: dict[str, object], message:
 def test_strict_refuses_an_unknown_host_key(sshd_server: SSHDServer, sftp_root: Path, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    error = unavailable(make_sftp_storage(sshd_server, sftp_root, known_hosts_file=str(empty)))
+    error = untrusted(make_sftp_storage(sshd_server, sftp_root, known_hosts_file=str(empty)))
     assert f"host key of {sshd_server.known_hosts_name} is not in known_hosts file {empty}" in str(error)
     assert "SHA256:" in str(error) and "accept_new" in str(error)
     assert empty.read_text() == ""
     missing = tmp_path / "nowhere" / "known_hosts"
-    error = unavailable(make_sftp_storage(sshd_server, sftp_root, known_hosts_file=str(missing)))
+    error = untrusted(make_sftp_storage(sshd_server, sftp_root, known_hosts_file=str(missing)))
     assert "is not in known_hosts file" in str(error)
     assert not missing.parent.exists()
 
@@ -128,7 +133,7 @@ def test_a_changed_host_key_always_fails(sshd_server: SSHDServer, sftp_root: Pat
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(sshd_server.known_hosts_line(impostor))
     storage = make_sftp_storage(sshd_server, sftp_root, known_hosts_file=str(known_hosts), host_key_policy=policy)
-    error = unavailable(storage)
+    error = untrusted(storage)
     assert "does not match known_hosts file" in str(error)
     assert known_hosts.read_text() == sshd_server.known_hosts_line(impostor)
     assert not storage.connected

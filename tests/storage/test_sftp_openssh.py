@@ -40,14 +40,19 @@ def keygen(path: Path) -> str:
     return f"{kind} {blob}"
 
 
-def unavailable(storage: SFTPStorage) -> StorageError:
+def unavailable(storage: SFTPStorage, kind: ErrorKind = ErrorKind.UNAVAILABLE) -> StorageError:
     try:
         with pytest.raises(StorageError) as info:
             storage.stat("")
     finally:
         storage.close()
-    assert info.value.kind == ErrorKind.UNAVAILABLE, str(info.value)
+    assert info.value.kind == kind, str(info.value)
     return info.value
+
+
+def untrusted(storage: SFTPStorage) -> StorageError:
+    """A host key refused: not the network (``unavailable``), the server's identity."""
+    return unavailable(storage, ErrorKind.UNTRUSTED)
 
 
 def alive(pid: int) -> bool:
@@ -176,7 +181,7 @@ def test_a_config_file_cannot_switch_off_host_key_checking(
     lax.write_text("Host *\n    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    BatchMode no\n")
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    error = unavailable(make_sftp_storage(
+    error = untrusted(make_sftp_storage(
         sshd_server, sftp_root, transport="openssh", ssh_config_file=str(lax), known_hosts_file=str(empty)
     ))
     assert f"host key of {sshd_server.known_hosts_name} is not in known_hosts file {empty}" in str(error)
@@ -192,7 +197,7 @@ def test_a_changed_host_key_fails_the_same_on_both_transports(
     impostor = keygen(tmp_path / "impostor")
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(sshd_server.known_hosts_line(impostor))
-    error = unavailable(make_sftp_storage(
+    error = untrusted(make_sftp_storage(
         sshd_server, sftp_root, transport=transport, known_hosts_file=str(known_hosts), host_key_policy=policy
     ))
     assert f"host key of {sshd_server.known_hosts_name} does not match known_hosts file {known_hosts}" in str(error)
@@ -363,8 +368,8 @@ def test_publishes_through_a_bastion_named_in_the_ssh_config(
 
     # the jump host's key is checked as strictly, against the same known_hosts file
     known_hosts.write_text(sshd_server.known_hosts_line())
-    error = unavailable(make_sftp_storage(sshd_server, sftp_root, transport="openssh", host="target",
-                                          ssh_config_file=str(config), known_hosts_file=str(known_hosts)))
+    error = untrusted(make_sftp_storage(sshd_server, sftp_root, transport="openssh", host="target",
+                                        ssh_config_file=str(config), known_hosts_file=str(known_hosts)))
     assert "host key" in str(error) and "known_hosts file" in str(error)
 
 
