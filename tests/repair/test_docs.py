@@ -32,11 +32,9 @@ def test_synopsis_matches_the_command(name: str) -> None:
         "state owner is other/archive, not\n   reports/archive",
         "prune deletes outputs of the current publication of reports/archive: report.md, summary.txt",
         "Failed: path=daily-2026-05-01.csv error=delete managed outputs local daily-2026-05-01.csv",
-        "Bundles: pipeline=reports destination=archive backend=local root=/etc/distributor/srv/archive bundles=2 "
-        "failed=0",
-        "distributor: audit found problems: reports/archive [daily]: 1 missing, 1 size_mismatch, 1 digest_mismatch, "
-        "1 unmanaged",
-        'Unmanaged: path=extra.txt type=file reason="not an output the source plans here"',
+        "Bundles: pipeline=reports destination=archive backend=local root=/srv/reports/archive bundles=2 failed=0",
+        "distributor: audit found problems: reports/archive [daily/2026-06-08]: 1 size_mismatch, 1 unmanaged",
+        'Unmanaged: path=notes.txt type=file reason="not an output the source plans here"',
         "Destinations: destinations=4 failed=1 dry_run=false",
         "reconcile-state accepts either --all or\n--pipeline and --destination",
     ],
