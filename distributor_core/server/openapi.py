@@ -51,6 +51,10 @@ class RunStatusBody(BaseModel):
     finished_at: str | None = Field(default=None, description="omitted until the run finished")
     error: str | None = Field(default=None, description="omitted unless the run failed")
     dagster_run_id: str | None = Field(default=None, description="the Dagster run (dagster publisher)")
+    published: bool | None = Field(
+        default=None, description="a succeeded run: whether a destination holds the bundle now (false: it succeeded "
+        "and published nothing, every destination holding a newer bundle of its id)")
+    note: str | None = Field(default=None, description="what was not published, and why (skip_destination_newer)")
     report: dict[str, Any] | None = Field(default=None, description="the run report (as `distributor run`)")
 
 

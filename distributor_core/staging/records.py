@@ -20,6 +20,7 @@ import msgspec
 from distributor_core import jsonfmt
 from distributor_core.staging.fsio import atomic_write, remove_tree
 from distributor_core.staging.layout import TEMP_PREFIX, RecordError, bundle_dir, record_path
+from distributor_core.staging.outcome import publication_outcome
 from distributor_core.staging.redact import scrub, staging_redactions
 from distributor_core.staging.runids import is_run_id
 from distributor_core.staging.status import (
@@ -73,7 +74,9 @@ class UploadRecord:
         return self.status in PENDING_STATUSES
 
     def status_view(self) -> dict[str, Any]:
-        """The ``GET /runs/<id>`` body: unknown times, an empty error and no report are omitted."""
+        """The ``GET /runs/<id>`` body: unknown times, an empty error and no report are omitted; a
+        succeeded run's report adds ``published`` and, when a destination holds a newer bundle,
+        ``note`` (:mod:`distributor_core.staging.outcome`)."""
         view: dict[str, Any] = {
             "run_id": self.run_id,
             "pipeline_id": self.pipeline_id,
@@ -89,6 +92,8 @@ class UploadRecord:
         if self.dagster_run_id:
             view["dagster_run_id"] = self.dagster_run_id
         if self.report is not None:
+            if self.status == SUCCEEDED:  # a succeeded run may still have published nothing: say so
+                view.update(publication_outcome(self.report))
             view["report"] = self.report
         return view
 

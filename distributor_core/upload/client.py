@@ -10,6 +10,7 @@ mid-upload failures are retried, with the same key and byte-identical body; a 4x
 from __future__ import annotations
 
 import http
+import logging
 import os
 import shutil
 import tempfile
@@ -51,6 +52,10 @@ from distributor_core.upload.options import (
     clean_endpoint,
     idempotency_key_or_new,
 )
+
+_LOG = logging.getLogger("distributor.upload")
+#: the statuses a run ends in
+FINISHED_STATUSES = ("succeeded", "failed")
 
 DEFAULT_TIMEOUT = 30.0
 MAX_ERROR_TEXT = 1024
@@ -103,7 +108,16 @@ class RunStatus(_RedactedRepr):
     report: dict[str, Any] | None
     raw: dict[str, Any] = field(repr=False)
     dagster_run_id: str | None = None
+    #: a succeeded run: whether any destination holds the bundle now (``None`` until known); a
+    #: run can succeed and publish nothing, every destination holding a newer bundle of its id
+    published: bool | None = None
+    #: what was not published, and why (``nothing was published: ... (skip_destination_newer)``)
+    note: str = ""
     _redact: Redactor | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
 
 
 #: the longest ``Retry-After`` the client waits (a larger value waits this long)
@@ -387,8 +401,33 @@ class UploadClient:
             report=self._redact.deep(report) if isinstance(report, dict) else None,  # type: ignore[arg-type]
             raw=self._redact.deep(data),  # type: ignore[arg-type]
             dagster_run_id=self._redact(str(dagster_run_id)) if dagster_run_id else None,
+            published=data["published"] if isinstance(data.get("published"), bool) else None,
+            note=self._redact(str(data.get("note") or "")),
             _redact=self._redact,
         )
+
+    def wait(
+        self, run_id: str, *, timeout: float = 600.0, interval: float = 2.0,
+        cancel_event: threading.Event | None = None,
+    ) -> RunStatus:
+        """Poll :meth:`status` every ``interval`` seconds until the run has finished; return its
+        last status (``succeeded`` or ``failed``: check ``status``, and for a succeeded run
+        ``published``). A run that succeeded without publishing anything is logged as a warning
+        on the ``distributor.upload`` logger with the status's ``note``. Raises ``TimeoutError``
+        after ``timeout`` seconds, :class:`UploadCancelledError` when ``cancel_event`` is set."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(run_id, cancel_event)
+            if status.finished:
+                if status.status == "succeeded" and status.published is False:
+                    _LOG.warning("distributor run %s %s", status.run_id, status.note or "published nothing")
+                return status
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"distributor run {run_id} did not finish in {timeout:g} s (last status "
+                                   f"{status.status})")
+            if self._wait(min(interval, remaining), cancel_event):
+                raise UploadCancelledError("wait cancelled")
 
 
 def _read_limited(response: httpx.Response, limit: int) -> bytes:
