@@ -52,7 +52,8 @@ def test_bash_completes_commands_subcommands_flags_and_choices(bash_script: Path
     assert bash_complete(bash_script, "run", "-config", "examples/fan-out.yml", "--rep") == ["--republish"]
     assert bash_complete(bash_script, "config", "check", "--co") == ["--config", "--connect"]
     assert bash_complete(bash_script, "run", "--config", "examples/local-pu") == ["examples/local-publish.yml"]
-    assert bash_complete(bash_script, "explain", "un") == ["unmanaged_content", "unreachable_root", "untrusted_host_key"]
+    assert bash_complete(bash_script, "explain", "un") == [
+        "unmanaged_content", "unreachable_root", "untrusted_host_key"]
     assert bash_complete(bash_script, "completion", "") == ["bash", "zsh"]
 
 
